@@ -1,0 +1,38 @@
+# redislock: PGXS build. Links Debian's libhiredis and compiles lua/*.lua into
+# a generated header so the scripts ship inside the library.
+
+MODULE_big = redislock
+OBJS = \
+	src/conn.o \
+	src/lock.o \
+	src/redislock.o \
+	src/registry.o \
+	src/scripts.o \
+	src/sqlapi.o
+
+EXTENSION = redislock
+DATA = sql/redislock--1.0.sql
+PGFILEDESC = "redislock - Redis-backed distributed locks"
+
+REGRESS = setup api scope badinput
+
+PG_CPPFLAGS = -I$(srcdir)/src
+SHLIB_LINK = -lhiredis
+EXTRA_CLEAN = src/lua_scripts.h
+
+LUA = $(sort $(wildcard lua/*.lua))
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+src/scripts.o: src/lua_scripts.h
+
+src/lua_scripts.h: $(LUA) tools/lua2c.sh
+	sh tools/lua2c.sh $(LUA) > $@.tmp && mv $@.tmp $@
+
+# Used by test/run-all.sh, which runs pg_regress itself against its own Redis.
+regress-list:
+	@echo $(REGRESS)
+
+.PHONY: regress-list

@@ -1,0 +1,21 @@
+-- acquire.lua: take or re-enter a lock, non-fair (Redisson RLock layout).
+-- KEYS[1]  lock hash <name>: field = owner id, value = hold count
+-- KEYS[2]  fencing counter redisson_lock_token:{<name>}
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id "<uuid>:<session>"
+-- ARGV[3]  hold count the owner has after this call; an absolute count (not
+--          +1) makes a retry after a lost reply harmless
+-- Returns {1, token, fresh}: taken; token is the new fencing token when fresh
+--         (the owner did not hold it before), else 0.
+--         {0, pttl}: held by another owner; pttl of the lock in ms.
+local owner = ARGV[2]
+local held = redis.call('hexists', KEYS[1], owner) == 1
+if not held and redis.call('exists', KEYS[1]) == 1 then
+    return {0, redis.call('pttl', KEYS[1])}
+end
+redis.call('hset', KEYS[1], owner, ARGV[3])
+redis.call('pexpire', KEYS[1], ARGV[1])
+if held then
+    return {1, 0, 0}
+end
+return {1, redis.call('incr', KEYS[2]), 1}

@@ -1,0 +1,54 @@
+-- release.lua: drop holds of one owner, optionally leave the fair queue, and
+-- wake waiters when the lock becomes free.
+-- KEYS[1]  lock hash <name>
+-- KEYS[2]  unlock channel redisson_lock__channel:{<name>}
+-- KEYS[3]  waiter queue redisson_lock_queue:{<name>}
+-- KEYS[4]  waiter deadlines redisson_lock_timeout:{<name>}
+-- ARGV[1]  owner id
+-- ARGV[2]  hold count to keep (0 = release). Never raises the count, so the
+--          same call can be repeated after a lost reply, and can also trim
+--          holds that a failed acquisition may have left.
+-- ARGV[3]  '1' to also remove the owner from the fair queue
+-- Returns the owner's hold count before the call (0: it did not hold it).
+--
+-- A release publishes "0" on the main channel (Redisson RLock waiters) and on
+-- "<channel>:<owner id at the queue head>" (Redisson RFairLock waiters).
+local owner = ARGV[1]
+local keep = tonumber(ARGV[2])
+local leave = ARGV[3] == '1'
+
+if leave then
+    redis.call('lrem', KEYS[3], 0, owner)
+    redis.call('zrem', KEYS[4], owner)
+end
+
+local before = tonumber(redis.call('hget', KEYS[1], owner) or 0)
+if before > 0 and keep > 0 then
+    if before > keep then
+        redis.call('hset', KEYS[1], owner, keep)
+    end
+    return before
+end
+if before > 0 then
+    redis.call('del', KEYS[1])
+    redis.call('publish', KEYS[2], '0')
+elseif not leave or redis.call('exists', KEYS[1]) == 1 then
+    return before
+end
+
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+    local head = redis.call('lindex', KEYS[3], 0)
+    if not head then
+        break
+    end
+    local deadline = redis.call('zscore', KEYS[4], head)
+    if deadline and tonumber(deadline) > now then
+        redis.call('publish', KEYS[2] .. ':' .. head, '0')
+        break
+    end
+    redis.call('lpop', KEYS[3])
+    redis.call('zrem', KEYS[4], head)
+end
+return before

@@ -1,0 +1,86 @@
+/* redislock--1.0.sql: Redis-backed distributed locks (Redisson layout) */
+
+\echo Use "CREATE EXTENSION redislock" to load this file. \quit
+
+-- The lock functions change session state and talk to Redis: VOLATILE and
+-- PARALLEL UNSAFE. They are not STRICT because a NULL name or fair flag must
+-- be an error, while NULL wait and lease have a meaning.
+
+CREATE FUNCTION redis_lock_acquire(name text,
+                                   wait interval DEFAULT NULL,
+                                   lease interval DEFAULT NULL,
+                                   fair boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_lock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_acquire(text, interval, interval, boolean) IS
+'take a session-scope, reentrant Redis lock; wait NULL = until acquired, 0 = one attempt; lease NULL = watchdog lease; fair = FIFO among waiters; returns false when the wait ends without the lock';
+
+CREATE FUNCTION redis_xact_lock_acquire(name text,
+                                        wait interval DEFAULT NULL,
+                                        lease interval DEFAULT NULL,
+                                        fair boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_xact_lock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_xact_lock_acquire(text, interval, interval, boolean) IS
+'take a transaction-scope Redis lock, released at COMMIT or ROLLBACK; arguments as redis_lock_acquire';
+
+CREATE FUNCTION redis_lock_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_lock_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_release(text) IS
+'drop one session-scope hold of a Redis lock; false with a WARNING when this session does not hold it';
+
+CREATE FUNCTION redis_lock_release_all()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'redis_lock_release_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_release_all() IS
+'release every session-scope Redis lock of this session; returns how many locks were released';
+
+CREATE FUNCTION redis_lock_force_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_lock_force_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_force_release(text) IS
+'delete a Redis lock whoever holds it and wake its waiters (Redisson forceUnlock); not granted to PUBLIC';
+
+REVOKE ALL ON FUNCTION redis_lock_force_release(text) FROM PUBLIC;
+
+CREATE FUNCTION redis_lock_status(name text,
+                                  OUT locked boolean,
+                                  OUT holders text[],
+                                  OUT hold_count integer,
+                                  OUT ttl interval,
+                                  OUT queue_length integer,
+                                  OUT fencing_token bigint,
+                                  OUT held_by_me boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'redis_lock_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_status(text) IS
+'what Redis says about a lock now: locked, holder owner ids, hold count, remaining lease, fair-queue length, last fencing token, whether this session holds it';
+
+CREATE FUNCTION redis_lock_fencing_token(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'redis_lock_fencing_token'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_fencing_token(text) IS
+'fencing token of this session''s current hold of a lock (increases with every fresh acquisition); NULL when not held';
+
+CREATE FUNCTION redis_lock_owner_id()
+RETURNS text
+AS 'MODULE_PATHNAME', 'redis_lock_owner_id'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_owner_id() IS
+'this session''s owner id ("<server instance uuid>:<session number>"), the field it writes in lock hashes';

@@ -1,0 +1,874 @@
+/*
+ * conn.c
+ *	  Redis connections: hiredis in non-blocking mode, waited on with the
+ *	  process latch so that cancel, timeouts and termination always get
+ *	  through, and command_timeout enforced here rather than by hiredis.
+ *
+ * hiredis 0.14's blocking calls retry on EINTR, so a blocking call could
+ * neither be cancelled nor bounded. A reply interrupted half-way leaves the
+ * stream out of sync; such a connection is dropped and reopened on next use.
+ *
+ * src/conn.c
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <sys/socket.h>
+#include <hiredis/hiredis.h>
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "conn.h"
+#include "redislock.h"
+
+/* Where to connect, parsed from redislock.url. */
+typedef struct RLServer
+{
+	char		host[256];
+	int			port;
+	char		unix_path[256];
+	char		user[128];
+	char		password[256];
+	int			db;
+	char		desc[300];		/* host:port or unix:path, never secrets */
+} RLServer;
+
+typedef enum WaitResult
+{
+	WAIT_READY,
+	WAIT_TIMEOUT,
+	WAIT_FAILED
+} WaitResult;
+
+RLConn		rl_cmd_conn = {.role = "command"};
+RLConn		rl_sub_conn = {.role = "subscriber"};
+
+static RLServer server;
+static uint64 server_generation = 0;
+static bool server_ok = false;
+static char server_problem[256];
+
+static bool
+fail(RLConn *c, RLFailure failure, const char *fmt,...)
+pg_attribute_printf(3, 4);
+
+/* Records why c failed; always returns false for the caller to pass on. */
+static bool
+fail(RLConn *c, RLFailure failure, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	va_end(ap);
+	c->failure = failure;
+	return false;
+}
+
+static int
+hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* Copies a %-encoded URL part of length len into dst. */
+static bool
+copy_decoded(char *dst, size_t dstsize, const char *src, size_t len)
+{
+	size_t		o = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		ch = src[i];
+
+		if (ch == '%')
+		{
+			int			hi,
+						lo;
+
+			if (i + 2 >= len)
+				return false;
+			hi = hexval(src[i + 1]);
+			lo = hexval(src[i + 2]);
+			if (hi < 0 || lo < 0)
+				return false;
+			ch = (char) (hi * 16 + lo);
+			i += 2;
+		}
+		if (o + 1 >= dstsize)
+			return false;
+		dst[o++] = ch;
+	}
+	dst[o] = '\0';
+	return true;
+}
+
+static bool
+parse_db(const char *s, int *db)
+{
+	char	   *end;
+	long		v;
+
+	if (*s == '\0')
+		return true;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 0 || v > 100000)
+		return false;
+	*db = (int) v;
+	return true;
+}
+
+/*
+ * Parses redis://[user[:password]@]host[:port][/db] or
+ * unix:///path[?db=N]. On failure *problem says why (never echoing secrets).
+ */
+static bool
+parse_url(const char *url, RLServer *out, const char **problem)
+{
+	const char *p;
+	const char *at;
+	const char *hostend;
+	const char *slash;
+
+	memset(out, 0, sizeof(*out));
+	out->port = 6379;
+
+	if (strncmp(url, "unix://", 7) == 0)
+	{
+		const char *q = strchr(url + 7, '?');
+		size_t		len = q ? (size_t) (q - (url + 7)) : strlen(url + 7);
+
+		if (len == 0 || url[7] != '/' || len >= sizeof(out->unix_path))
+		{
+			*problem = "a unix URL needs an absolute socket path: unix:///path/to/redis.sock";
+			return false;
+		}
+		memcpy(out->unix_path, url + 7, len);
+		out->unix_path[len] = '\0';
+		if (q && (strncmp(q, "?db=", 4) != 0 || !parse_db(q + 4, &out->db)))
+		{
+			*problem = "the only unix URL option is ?db=N";
+			return false;
+		}
+		snprintf(out->desc, sizeof(out->desc), "unix:%s", out->unix_path);
+		return true;
+	}
+	if (strncmp(url, "rediss://", 9) == 0)
+	{
+		*problem = "TLS (rediss://) is not supported by the hiredis this was built with";
+		return false;
+	}
+	if (strncmp(url, "redis://", 8) != 0)
+	{
+		*problem = "the URL must start with redis:// or unix://";
+		return false;
+	}
+	p = url + 8;
+	slash = strchr(p, '/');
+	at = strrchr(p, '@');
+	if (at && slash && at > slash)
+		at = NULL;
+	if (at)
+	{
+		const char *colon = memchr(p, ':', at - p);
+
+		if (colon)
+		{
+			if (!copy_decoded(out->user, sizeof(out->user), p, colon - p) ||
+				!copy_decoded(out->password, sizeof(out->password),
+							  colon + 1, at - colon - 1))
+			{
+				*problem = "the user or password part of the URL is malformed";
+				return false;
+			}
+		}
+		else if (!copy_decoded(out->user, sizeof(out->user), p, at - p))
+		{
+			*problem = "the user part of the URL is malformed";
+			return false;
+		}
+		p = at + 1;
+	}
+	if (*p == '[')
+	{
+		const char *close = strchr(p, ']');
+
+		if (!close || (size_t) (close - p - 1) >= sizeof(out->host))
+		{
+			*problem = "an IPv6 host must be written as [address]";
+			return false;
+		}
+		memcpy(out->host, p + 1, close - p - 1);
+		hostend = close + 1;
+	}
+	else
+	{
+		hostend = p + strcspn(p, ":/");
+		if ((size_t) (hostend - p) >= sizeof(out->host))
+		{
+			*problem = "the host name is too long";
+			return false;
+		}
+		memcpy(out->host, p, hostend - p);
+	}
+	if (out->host[0] == '\0')
+	{
+		*problem = "the URL names no host";
+		return false;
+	}
+	p = hostend;
+	if (*p == ':')
+	{
+		char	   *end;
+		long		port = strtol(p + 1, &end, 10);
+
+		if (end == p + 1 || port < 1 || port > 65535 || (*end != '\0' && *end != '/'))
+		{
+			*problem = "the port must be a number from 1 to 65535";
+			return false;
+		}
+		out->port = (int) port;
+		p = end;
+	}
+	if (*p == '/' && !parse_db(p + 1, &out->db))
+	{
+		*problem = "the database after the host must be a number";
+		return false;
+	}
+	if (*p != '\0' && *p != '/')
+	{
+		*problem = "unexpected text after the host";
+		return false;
+	}
+	snprintf(out->desc, sizeof(out->desc), "%s:%d", out->host, out->port);
+	return true;
+}
+
+/* GUC check hook support: is this a URL we can use? */
+bool
+rl_check_url(const char *url, char **detail)
+{
+	RLServer	tmp;
+	const char *problem = NULL;
+
+	if (url == NULL || url[0] == '\0')
+		return true;
+	if (parse_url(url, &tmp, &problem))
+		return true;
+	*detail = (char *) problem;
+	return false;
+}
+
+/* Re-reads the settings if they changed since we last looked. */
+static void
+load_server(void)
+{
+	const char *problem = NULL;
+
+	if (server_generation == rl_settings_generation)
+		return;
+	server_generation = rl_settings_generation;
+	server_ok = false;
+	if (rl_url == NULL || rl_url[0] == '\0')
+	{
+		strlcpy(server_problem, "redislock.url is not set", sizeof(server_problem));
+		return;
+	}
+	if (!parse_url(rl_url, &server, &problem))
+	{
+		snprintf(server_problem, sizeof(server_problem),
+				 "redislock.url is invalid: %s", problem);
+		return;
+	}
+	if (rl_password && rl_password[0] != '\0')
+		strlcpy(server.password, rl_password, sizeof(server.password));
+	server_ok = true;
+}
+
+const char *
+rl_server_desc(void)
+{
+	load_server();
+	return server_ok ? server.desc : "(unconfigured)";
+}
+
+static long
+ms_until(TimestampTz until)
+{
+	TimestampTz now;
+
+	if (until == DT_NOEND)
+		return -1;
+	now = GetCurrentTimestamp();
+	if (until <= now)
+		return 0;
+	return (long) Min((until - now + 999) / 1000, (TimestampTz) INT_MAX);
+}
+
+static TimestampTz
+after_ms(int ms)
+{
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+}
+
+/*
+ * Sleeps until the socket is ready for events, until is reached, or an
+ * interrupt arrives (handled by CHECK_FOR_INTERRUPTS, which may not return).
+ */
+static WaitResult
+wait_socket(RLConn *c, uint32 events, TimestampTz until)
+{
+	for (;;)
+	{
+		WaitEvent	ev;
+		long		timeout = ms_until(until);
+		int			n;
+
+		if (timeout == 0)
+			return WAIT_TIMEOUT;
+		if (c->sock_events != events)
+		{
+			ModifyWaitEvent(c->wes, c->sock_pos, events, NULL);
+			c->sock_events = events;
+		}
+		n = WaitEventSetWait(c->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		if (n == 0)
+			continue;
+		if (ev.events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+		if (ev.events & WL_POSTMASTER_DEATH)
+		{
+			if (!proc_exit_inprogress)
+				proc_exit(1);
+			fail(c, RLF_IO, "the postmaster died");
+			return WAIT_FAILED;
+		}
+		if (ev.events & events)
+			return WAIT_READY;
+	}
+}
+
+void
+rl_disconnect(RLConn *c)
+{
+	if (c->wes)
+		FreeWaitEventSet(c->wes);
+	if (c->ctx)
+		redisFree(c->ctx);
+	c->wes = NULL;
+	c->ctx = NULL;
+	c->in_flight = false;
+	c->subscribed = false;
+	c->nchannels = 0;
+	c->channels = NULL;
+}
+
+/* Is c open, in sync and opened with the current settings? */
+bool
+rl_healthy(RLConn *c)
+{
+	return c->ctx != NULL && !c->in_flight &&
+		c->generation == rl_settings_generation;
+}
+
+static bool
+flush(RLConn *c, TimestampTz until)
+{
+	for (;;)
+	{
+		int			done = 0;
+
+		if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
+			return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+						server.desc, c->ctx->errstr);
+		if (done)
+			return true;
+		switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
+		{
+			case WAIT_READY:
+				break;
+			case WAIT_TIMEOUT:
+				return fail(c, RLF_TIMEOUT,
+							"redis server at %s did not answer within redislock.command_timeout (%d ms)",
+							server.desc, rl_command_timeout);
+			case WAIT_FAILED:
+				return false;
+		}
+	}
+}
+
+/*
+ * Reads one reply. With timeout_is_error false, running out of time returns
+ * false with failure RLF_NONE: waiting for pub/sub messages uses that.
+ */
+static bool
+read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out)
+{
+	for (;;)
+	{
+		void	   *r = NULL;
+
+		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
+			return fail(c, RLF_PROTOCOL,
+						"invalid reply from redis server at %s: %s",
+						server.desc, c->ctx->errstr);
+		if (r != NULL)
+		{
+			*out = r;
+			return true;
+		}
+		switch (wait_socket(c, WL_SOCKET_READABLE, until))
+		{
+			case WAIT_READY:
+				break;
+			case WAIT_TIMEOUT:
+				if (!timeout_is_error)
+					return fail(c, RLF_NONE, "timeout");
+				return fail(c, RLF_TIMEOUT,
+							"redis server at %s did not answer within redislock.command_timeout (%d ms)",
+							server.desc, rl_command_timeout);
+			case WAIT_FAILED:
+				return false;
+		}
+		if (redisBufferRead(c->ctx) == REDIS_ERR)
+			return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+						server.desc, c->ctx->errstr);
+	}
+}
+
+static RLReply *
+copy_reply(const redisReply *r)
+{
+	RLReply    *out = palloc0(sizeof(RLReply));
+
+	out->type = r->type;
+	out->integer = r->integer;
+	if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+		r->type == REDIS_REPLY_ERROR)
+	{
+		out->str = palloc(r->len + 1);
+		memcpy(out->str, r->str, r->len);
+		out->str[r->len] = '\0';
+		out->len = r->len;
+	}
+	else if (r->type == REDIS_REPLY_ARRAY)
+	{
+		out->elements = r->elements;
+		out->element = palloc0(sizeof(RLReply *) * Max(r->elements, 1));
+		for (size_t i = 0; i < r->elements; i++)
+			out->element[i] = copy_reply(r->element[i]);
+	}
+	return out;
+}
+
+/* Sends cmds and reads their replies as one pipeline. */
+static bool
+round_trip(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies,
+		   TimestampTz until)
+{
+	for (int i = 0; i < ncmds; i++)
+		if (redisAppendCommandArgv(c->ctx, cmds[i].argc,
+								   (const char **) cmds[i].argv,
+								   cmds[i].argvlen) != REDIS_OK)
+			return fail(c, RLF_IO, "could not queue a redis command: %s",
+						c->ctx->errstr);
+	c->in_flight = true;
+	if (!flush(c, until))
+		return false;
+	for (int i = 0; i < ncmds; i++)
+	{
+		redisReply *r;
+
+		if (!read_reply(c, until, true, &r))
+			return false;
+		replies[i] = copy_reply(r);
+		freeReplyObject(r);
+	}
+	c->in_flight = false;
+	return true;
+}
+
+static void
+set_arg(RLCommand *cmd, const char *arg, size_t len)
+{
+	Assert(cmd->argc < RL_MAX_ARGS);
+	cmd->argv[cmd->argc] = arg;
+	cmd->argvlen[cmd->argc] = len;
+	cmd->argc++;
+}
+
+/* AUTH and SELECT right after connecting, in one round trip. */
+static bool
+setup_session(RLConn *c, TimestampTz until)
+{
+	RLCommand	cmds[2];
+	RLReply    *replies[2];
+	char		db[16];
+	int			n = 0;
+
+	memset(cmds, 0, sizeof(cmds));
+	if (server.password[0] != '\0')
+	{
+		set_arg(&cmds[n], "AUTH", 4);
+		if (server.user[0] != '\0')
+			set_arg(&cmds[n], server.user, strlen(server.user));
+		set_arg(&cmds[n], server.password, strlen(server.password));
+		n++;
+	}
+	if (server.db != 0)
+	{
+		snprintf(db, sizeof(db), "%d", server.db);
+		set_arg(&cmds[n], "SELECT", 6);
+		set_arg(&cmds[n], db, strlen(db));
+		n++;
+	}
+	if (n == 0)
+		return true;
+	if (!round_trip(c, n, cmds, replies, until))
+	{
+		if (c->failure == RLF_TIMEOUT)
+			c->failure = RLF_CONNECT;
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+		if (replies[i]->type == REDIS_REPLY_ERROR)
+			return fail(c, RLF_SETUP,
+						"redis server at %s refused the connection setup: %s",
+						server.desc, replies[i]->str);
+	return true;
+}
+
+static bool
+connect_socket(RLConn *c, TimestampTz until)
+{
+	redisContext *ctx;
+	int			err = 0;
+	socklen_t	errlen = sizeof(err);
+
+	if (server.unix_path[0] != '\0')
+		ctx = redisConnectUnixNonBlock(server.unix_path);
+	else
+		ctx = redisConnectNonBlock(server.host, server.port);
+	if (ctx == NULL)
+		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
+					server.desc);
+	c->ctx = ctx;
+	if (ctx->err)
+		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+					server.desc, ctx->errstr);
+
+	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(c->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(c->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	c->sock_pos = AddWaitEventToSet(c->wes, WL_SOCKET_WRITEABLE, ctx->fd, NULL, NULL);
+	c->sock_events = WL_SOCKET_WRITEABLE;
+
+	switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
+	{
+		case WAIT_READY:
+			break;
+		case WAIT_TIMEOUT:
+			return fail(c, RLF_CONNECT,
+						"could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
+						server.desc, rl_connect_timeout);
+		case WAIT_FAILED:
+			return false;
+	}
+	if (getsockopt(ctx->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
+		err = errno;
+	if (err != 0)
+		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+					server.desc, strerror(err));
+	if (server.unix_path[0] == '\0')
+		redisEnableKeepAlive(ctx);
+	return true;
+}
+
+/* Opens c if needed; a connection left out of sync is reopened. */
+static bool
+ensure_open(RLConn *c)
+{
+	TimestampTz until;
+
+	if (rl_healthy(c))
+		return true;
+	rl_disconnect(c);
+	load_server();
+	if (!server_ok)
+		return fail(c, RLF_CONFIG, "%s", server_problem);
+	c->generation = rl_settings_generation;
+	until = after_ms(rl_connect_timeout);
+	if (connect_socket(c, until) && setup_session(c, until))
+		return true;
+	rl_disconnect(c);
+	return false;
+}
+
+/*
+ * Runs cmds as one pipeline on c and returns their replies (palloc'd in the
+ * current memory context). On failure, c's failure fields say why and the
+ * connection is closed; the caller decides between rl_report and carrying on.
+ * Redis error replies are replies, not failures.
+ */
+bool
+rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
+{
+	c->failure = RLF_NONE;
+	if (!ensure_open(c))
+		return false;
+	if (round_trip(c, ncmds, cmds, replies, after_ms(rl_command_timeout)))
+		return true;
+	rl_disconnect(c);
+	return false;
+}
+
+static void
+build_evalsha(RLCommand *cmd, const RLEval *e, char *numkeys)
+{
+	memset(cmd, 0, sizeof(*cmd));
+	snprintf(numkeys, 4, "%d", e->nkeys);
+	set_arg(cmd, "EVALSHA", 7);
+	set_arg(cmd, e->script->sha, strlen(e->script->sha));
+	set_arg(cmd, numkeys, strlen(numkeys));
+	for (int k = 0; k < e->nkeys; k++)
+		set_arg(cmd, e->keys[k], strlen(e->keys[k]));
+	for (int a = 0; a < e->nargs; a++)
+		set_arg(cmd, e->args[a], strlen(e->args[a]));
+}
+
+static bool
+is_noscript(const RLReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/*
+ * Runs n scripts as one pipeline of EVALSHA. Scripts Redis has forgotten
+ * (restart, SCRIPT FLUSH) are loaded and those calls run again, once, in a
+ * second pipeline; all our scripts are safe to repeat.
+ */
+bool
+rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies)
+{
+	RLCommand  *cmds = palloc(sizeof(RLCommand) * n * 2);
+	char	  (*numkeys)[4] = palloc(sizeof(char[4]) * n);
+	int		   *retry = palloc(sizeof(int) * n);
+	RLReply   **again;
+	int			nretry = 0;
+	int			ncmds = 0;
+
+	for (int i = 0; i < n; i++)
+		build_evalsha(&cmds[i], &evals[i], numkeys[i]);
+	if (!rl_exec(c, n, cmds, replies))
+		return false;
+
+	for (int i = 0; i < n; i++)
+		if (is_noscript(replies[i]))
+			retry[nretry++] = i;
+	if (nretry == 0)
+		return true;
+
+	/* The second pipeline goes after the first: loads, then the calls. */
+	for (int j = 0; j < nretry; j++)
+	{
+		const RedisScript *s = evals[retry[j]].script;
+		RLCommand  *load = &cmds[n + ncmds++];
+
+		memset(load, 0, sizeof(*load));
+		set_arg(load, "SCRIPT", 6);
+		set_arg(load, "LOAD", 4);
+		set_arg(load, s->body, strlen(s->body));
+	}
+	for (int j = 0; j < nretry; j++)
+		cmds[n + ncmds++] = cmds[retry[j]];
+	again = palloc(sizeof(RLReply *) * ncmds);
+	if (!rl_exec(c, ncmds, cmds + n, again))
+		return false;
+	for (int j = 0; j < nretry; j++)
+		replies[retry[j]] = again[nretry + j];
+	return true;
+}
+
+/* Raises (or logs) the failure recorded on c. */
+void
+rl_report(RLConn *c, int elevel)
+{
+	int			code;
+
+	switch (c->failure)
+	{
+		case RLF_CONFIG:
+			ereport(elevel,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("redislock is not configured: %s", c->errmsg),
+					 errhint("Set redislock.url, e.g. 'redis://127.0.0.1:6379', in postgresql.conf.")));
+			return;
+		case RLF_CONNECT:
+		case RLF_SETUP:
+			code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+			break;
+		case RLF_PROTOCOL:
+			code = ERRCODE_PROTOCOL_VIOLATION;
+			break;
+		default:
+			code = ERRCODE_CONNECTION_FAILURE;
+			break;
+	}
+	ereport(elevel,
+			(errcode(code),
+			 errmsg("%s", c->errmsg),
+			 c->failure == RLF_SETUP ?
+			 errhint("Check redislock.url and redislock.password.") : 0));
+}
+
+/* Raises a Redis error reply as an ERROR naming the server and the lock. */
+void
+rl_reply_error(const RLReply *reply, const char *what, const char *name)
+{
+	bool		wrongtype = strncmp(reply->str, "WRONGTYPE", 9) == 0;
+	bool		oom = strncmp(reply->str, "OOM", 3) == 0;
+
+	ereport(ERROR,
+			(errcode(wrongtype ? ERRCODE_WRONG_OBJECT_TYPE :
+					 oom ? ERRCODE_OUT_OF_MEMORY :
+					 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 errmsg("redis server at %s refused to %s lock \"%s\": %s",
+					rl_server_desc(), what, name, reply->str),
+			 wrongtype ?
+			 errhint("The Redis key \"%s\" exists and is not a lock hash; some other application uses that name.", name) :
+			 oom ? errhint("Redis reached maxmemory; free memory or raise maxmemory.") : 0));
+}
+
+/* Is r a pub/sub reply of this kind for one of c's channels? */
+static bool
+pubsub_reply_is(RLConn *c, const redisReply *r, const char *kind)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+		r->element[0]->type != REDIS_REPLY_STRING ||
+		r->element[1]->type != REDIS_REPLY_STRING ||
+		strcmp(r->element[0]->str, kind) != 0)
+		return false;
+	for (int i = 0; i < c->nchannels; i++)
+		if (strcmp(r->element[1]->str, c->channels[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Subscribes c to channels and returns once Redis confirmed them all: only
+ * then may the caller retry the lock without risking a lost wake-up. Replies
+ * left from an earlier wait (its UNSUBSCRIBE, late messages) are skipped.
+ * The channel strings must stay valid until rl_unsubscribe.
+ */
+bool
+rl_subscribe(RLConn *c, int nchannels, const char *const *channels)
+{
+	RLCommand	cmd;
+	TimestampTz until;
+	int			confirmed = 0;
+
+	c->failure = RLF_NONE;
+	if (!ensure_open(c))
+		return false;
+	memset(&cmd, 0, sizeof(cmd));
+	set_arg(&cmd, "SUBSCRIBE", 9);
+	for (int i = 0; i < nchannels; i++)
+		set_arg(&cmd, channels[i], strlen(channels[i]));
+	if (redisAppendCommandArgv(c->ctx, cmd.argc, cmd.argv,
+							   cmd.argvlen) != REDIS_OK)
+	{
+		fail(c, RLF_IO, "could not queue a redis command: %s", c->ctx->errstr);
+		rl_disconnect(c);
+		return false;
+	}
+	c->in_flight = true;
+	c->subscribed = true;
+	c->nchannels = nchannels;
+	c->channels = channels;
+	until = after_ms(rl_command_timeout);
+	if (!flush(c, until))
+	{
+		rl_disconnect(c);
+		return false;
+	}
+	while (confirmed < nchannels)
+	{
+		redisReply *r;
+
+		if (!read_reply(c, until, true, &r))
+		{
+			rl_disconnect(c);
+			return false;
+		}
+		if (pubsub_reply_is(c, r, "subscribe"))
+			confirmed++;
+		freeReplyObject(r);
+	}
+	return true;
+}
+
+/*
+ * Sleeps until a message arrives on one of the subscribed channels or until
+ * the given time. Returns 1 for a message, 0 when the time came, -1 when the
+ * connection failed (it is then closed; subscribe again).
+ */
+int
+rl_wait_message(RLConn *c, TimestampTz until)
+{
+	for (;;)
+	{
+		redisReply *r;
+		bool		message;
+
+		if (!read_reply(c, until, false, &r))
+		{
+			if (c->failure == RLF_NONE)
+				return 0;
+			rl_disconnect(c);
+			return -1;
+		}
+		message = pubsub_reply_is(c, r, "message");
+		freeReplyObject(r);
+		if (message)
+			return 1;
+	}
+}
+
+/*
+ * Ends the subscription without waiting for Redis to confirm: the next
+ * rl_subscribe skips the confirmation and anything that arrived meanwhile.
+ */
+void
+rl_unsubscribe(RLConn *c)
+{
+	int			done = 0;
+
+	if (c->ctx == NULL || !c->subscribed)
+		return;
+	if (redisAppendCommand(c->ctx, "UNSUBSCRIBE") != REDIS_OK ||
+		redisBufferWrite(c->ctx, &done) == REDIS_ERR || !done)
+	{
+		rl_disconnect(c);
+		return;
+	}
+	c->subscribed = false;
+	c->in_flight = false;
+	c->nchannels = 0;
+	c->channels = NULL;
+}

@@ -1,0 +1,804 @@
+/*
+ * lock.c
+ *	  Acquire, wait and release for one session, its table of held locks, and
+ *	  their end at COMMIT/ROLLBACK, subtransaction abort and session exit.
+ *
+ * Redis holds the truth (hash field = our owner id, value = hold count); the
+ * local table mirrors it. Every script takes the hold count we want Redis to
+ * have rather than a +1/-1, so a call whose reply was lost can be repeated.
+ * When a call fails half-way the lock is marked "dirty" and the next call of
+ * this session, or its exit, trims Redis back to the local count.
+ *
+ * src/lock.c
+ */
+#include "postgres.h"
+
+#include <hiredis/hiredis.h>
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "conn.h"
+#include "lock.h"
+#include "redislock.h"
+#include "registry.h"
+#include "scripts.h"
+
+/* What this session holds of one lock. */
+typedef struct LocalLock
+{
+	char		name[RL_NAME_MAX + 1];	/* hash key */
+	int32		session_holds;
+	int32		xact_holds;
+	bool		dirty;			/* Redis may hold more than we count */
+	bool		queued;			/* we may still stand in its fair queue */
+	bool		watchdog;
+	int64		lease_ms;
+	int64		token;
+	TimestampTz acquired_at;
+} LocalLock;
+
+/* One transaction-scope hold and the subtransaction that took it. */
+typedef struct XactHold
+{
+	SubTransactionId subid;
+	LocalLock  *lock;
+} XactHold;
+
+/* The Redis keys of one lock, named as Redisson names them. */
+typedef struct LockKeys
+{
+	const char *name;
+	char	   *channel;
+	char	   *queue;
+	char	   *timeouts;
+	char	   *token;
+	char	   *owner_channel;
+} LockKeys;
+
+/* The outcome of one acquisition attempt. */
+typedef struct Attempt
+{
+	bool		acquired;
+	bool		fresh;			/* taken anew, not re-entered */
+	int64		token;
+	int64		pttl;			/* holder's remaining lease, -1/-2 as PTTL */
+	bool		head;			/* first in the fair queue */
+} Attempt;
+
+static HTAB *local_locks = NULL;
+static bool settle_needed = false;
+static XactHold *xact_holds = NULL;
+static int	nxact_holds = 0;
+static int	max_xact_holds = 0;
+static MemoryContext cleanup_context = NULL;
+static bool exit_callback_registered = false;
+static char owner_id[RL_OWNER_MAX];
+
+static void release_at_exit(int code, Datum arg);
+
+const char *
+rl_owner_id(void)
+{
+	if (owner_id[0] == '\0')
+		rl_registry_owner_id(owner_id, sizeof(owner_id));
+	return owner_id;
+}
+
+/* Redisson's prefixName(): a name with a "{" already has its hash tag. */
+static char *
+prefixed(const char *prefix, const char *name)
+{
+	if (strchr(name, '{') != NULL)
+		return psprintf("%s:%s", prefix, name);
+	return psprintf("%s:{%s}", prefix, name);
+}
+
+static void
+build_keys(LockKeys *k, const char *name)
+{
+	k->name = name;
+	k->channel = prefixed("redisson_lock__channel", name);
+	k->queue = prefixed("redisson_lock_queue", name);
+	k->timeouts = prefixed("redisson_lock_timeout", name);
+	k->token = prefixed("redisson_lock_token", name);
+	k->owner_channel = psprintf("%s:%s", k->channel, rl_owner_id());
+}
+
+static void
+ensure_local_table(void)
+{
+	HASHCTL		ctl;
+
+	if (local_locks)
+		return;
+	ctl.keysize = RL_NAME_MAX + 1;
+	ctl.entrysize = sizeof(LocalLock);
+	local_locks = hash_create("redislock held locks", 16, &ctl,
+							  HASH_ELEM | HASH_STRINGS);
+	cleanup_context = AllocSetContextCreate(TopMemoryContext,
+											"redislock cleanup",
+											ALLOCSET_SMALL_SIZES);
+}
+
+static LocalLock *
+local_find(const char *name)
+{
+	ensure_local_table();
+	return hash_search(local_locks, name, HASH_FIND, NULL);
+}
+
+static LocalLock *
+local_get(const char *name)
+{
+	LocalLock  *ll;
+	bool		found;
+
+	ensure_local_table();
+	ll = hash_search(local_locks, name, HASH_ENTER, &found);
+	if (!found)
+	{
+		ll->session_holds = 0;
+		ll->xact_holds = 0;
+		ll->dirty = false;
+		ll->queued = false;
+		ll->watchdog = false;
+		ll->lease_ms = 0;
+		ll->token = 0;
+		ll->acquired_at = 0;
+	}
+	return ll;
+}
+
+static int32
+total_holds(const LocalLock *ll)
+{
+	return ll->session_holds + ll->xact_holds;
+}
+
+static void
+forget_if_unused(LocalLock *ll)
+{
+	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
+		hash_search(local_locks, ll->name, HASH_REMOVE, NULL);
+}
+
+static void
+mark_dirty(LocalLock *ll)
+{
+	ll->dirty = true;
+	settle_needed = true;
+}
+
+static char *
+int64_arg(int64 v)
+{
+	return psprintf(INT64_FORMAT, v);
+}
+
+/*
+ * Trims this owner's hold count in Redis to keep[i] for each of n locks and
+ * takes it out of their fair queues where it may stand, in one pipelined
+ * round trip. before[i] gets the count Redis had. Returns false when Redis
+ * could not be reached (see rl_cmd_conn); error replies are raised, or with
+ * quiet only logged, and count as done since repeating cannot help.
+ */
+static bool
+trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
+			  bool quiet)
+{
+	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
+	RLReply   **replies = palloc(sizeof(RLReply *) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		LockKeys	k;
+
+		build_keys(&k, locks[i]->name);
+		evals[i].script = &rl_script_release;
+		evals[i].nkeys = 4;
+		evals[i].keys[0] = locks[i]->name;
+		evals[i].keys[1] = k.channel;
+		evals[i].keys[2] = k.queue;
+		evals[i].keys[3] = k.timeouts;
+		evals[i].nargs = 3;
+		evals[i].args[0] = rl_owner_id();
+		evals[i].args[1] = int64_arg(keep[i]);
+		evals[i].args[2] = locks[i]->queued ? "1" : "0";
+	}
+	if (!rl_eval(&rl_cmd_conn, n, evals, replies))
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i]->type == REDIS_REPLY_ERROR)
+		{
+			if (!quiet)
+				rl_reply_error(replies[i], "release", locks[i]->name);
+			ereport(WARNING,
+					(errmsg("redis server at %s refused to release lock \"%s\": %s",
+							rl_server_desc(), locks[i]->name, replies[i]->str)));
+			before[i] = 0;
+			continue;
+		}
+		before[i] = replies[i]->integer;
+	}
+	return true;
+}
+
+/*
+ * Brings Redis in line with the local table for n locks. From SQL calls
+ * (quiet = false) a failure is an ERROR, as the call needs Redis anyway; from
+ * cleanup paths it is logged and the locks stay marked for a later try.
+ */
+static bool
+settle_locks(int n, LocalLock **locks, bool quiet)
+{
+	int32	   *keep = palloc(sizeof(int32) * Max(n, 1));
+	int64	   *before = palloc(sizeof(int64) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		keep[i] = total_holds(locks[i]);
+	if (n > 0 && !trim_in_redis(n, locks, keep, before, quiet))
+	{
+		if (!quiet)
+			rl_report(&rl_cmd_conn, ERROR);
+		ereport(WARNING,
+				(errmsg("could not release redis locks of this session: %s",
+						rl_cmd_conn.errmsg),
+				 errdetail("They are released on the next call of this session or expire when their lease ends.")));
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		locks[i]->dirty = false;
+		locks[i]->queued = false;
+		forget_if_unused(locks[i]);
+	}
+	return true;
+}
+
+/* Settles every lock of this session that is dirty or may still be queued. */
+static void
+settle(bool quiet)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *ll;
+	LocalLock **locks;
+	int			n = 0;
+
+	if (!settle_needed || local_locks == NULL)
+		return;
+	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(local_locks), 1));
+	hash_seq_init(&seq, local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+		if (ll->dirty || ll->queued)
+			locks[n++] = ll;
+	if (settle_locks(n, locks, quiet))
+		settle_needed = false;
+}
+
+/* settle_locks() from a path that must not throw: abort, commit, exit. */
+static void
+settle_locks_quietly(int n, LocalLock **locks)
+{
+	MemoryContext old;
+
+	HOLD_INTERRUPTS();
+	old = MemoryContextSwitchTo(cleanup_context);
+	(void) settle_locks(n, locks, true);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(cleanup_context);
+	RESUME_INTERRUPTS();
+}
+
+static void
+register_exit_callback(void)
+{
+	if (exit_callback_registered)
+		return;
+	before_shmem_exit(release_at_exit, (Datum) 0);
+	exit_callback_registered = true;
+}
+
+/* A session that ends gives its locks back at once, not after the lease. */
+static void
+release_at_exit(int code, Datum arg)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *ll;
+	LocalLock **locks;
+	int			n = 0;
+
+	if (local_locks == NULL)
+		return;
+	nxact_holds = 0;
+	locks = MemoryContextAlloc(cleanup_context,
+							   sizeof(LocalLock *) * Max(hash_get_num_entries(local_locks), 1));
+	hash_seq_init(&seq, local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+	{
+		ll->session_holds = 0;
+		ll->xact_holds = 0;
+		ll->dirty = true;
+		locks[n++] = ll;
+	}
+	settle_locks_quietly(n, locks);
+}
+
+/* Runs one acquisition attempt; raises on failure. */
+static void
+attempt(LocalLock *ll, const LockKeys *k, int64 lease_ms, int32 target,
+		bool fair, bool enqueue, Attempt *out)
+{
+	RLEval		e;
+	RLReply    *r;
+
+	memset(&e, 0, sizeof(e));
+	e.args[0] = int64_arg(lease_ms);
+	e.args[1] = rl_owner_id();
+	e.args[2] = int64_arg(target);
+	e.keys[0] = k->name;
+	if (fair)
+	{
+		e.script = &rl_script_fair_acquire;
+		e.nkeys = 4;
+		e.keys[1] = k->queue;
+		e.keys[2] = k->timeouts;
+		e.keys[3] = k->token;
+		e.nargs = 5;
+		e.args[3] = int64_arg(rl_fair_wait_timeout);
+		e.args[4] = enqueue ? "1" : "0";
+		if (enqueue)
+		{
+			ll->queued = true;
+			settle_needed = true;
+		}
+	}
+	else
+	{
+		e.script = &rl_script_acquire;
+		e.nkeys = 2;
+		e.keys[1] = k->token;
+		e.nargs = 3;
+	}
+
+	/* Until the reply is in, Redis may or may not count the new hold. */
+	mark_dirty(ll);
+	if (!rl_eval(&rl_cmd_conn, 1, &e, &r))
+		rl_report(&rl_cmd_conn, ERROR);
+	ll->dirty = false;
+	if (r->type == REDIS_REPLY_ERROR)
+		rl_reply_error(r, "acquire", k->name);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("unexpected reply from redis server at %s to an acquisition of lock \"%s\"",
+						rl_server_desc(), k->name)));
+	memset(out, 0, sizeof(*out));
+	out->acquired = r->element[0]->integer == 1;
+	if (out->acquired)
+	{
+		out->token = r->element[1]->integer;
+		out->fresh = r->elements > 2 && r->element[2]->integer == 1;
+		ll->queued = false;
+	}
+	else
+	{
+		out->pttl = r->element[1]->integer;
+		out->head = r->elements > 2 && r->element[2]->integer == 1;
+	}
+}
+
+/*
+ * When to retry if no unlock message comes: when the holder's lease runs
+ * out (only the queue head can use that in fair mode), in fair mode at the
+ * latest when our queue place needs renewing, and never after the deadline.
+ */
+static TimestampTz
+next_retry(const Attempt *a, bool fair, TimestampTz deadline)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz wake = deadline;
+
+	if (a->pttl >= 0 && (!fair || a->head))
+		wake = Min(wake, TimestampTzPlusMilliseconds(now, a->pttl));
+	if (a->pttl == -2 && !fair)
+		wake = now;
+	if (fair)
+		wake = Min(wake, TimestampTzPlusMilliseconds(now, rl_fair_wait_timeout / 3));
+	return wake;
+}
+
+/* Takes this session out of a fair queue after giving up; never throws. */
+static void
+leave_queue_quietly(LocalLock *ll)
+{
+	MemoryContext old;
+	int32		keep = total_holds(ll);
+	int64		before;
+
+	if (!rl_healthy(&rl_cmd_conn))
+		return;
+	HOLD_INTERRUPTS();
+	old = MemoryContextSwitchTo(cleanup_context);
+	if (trim_in_redis(1, &ll, &keep, &before, true))
+		ll->queued = false;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(cleanup_context);
+	RESUME_INTERRUPTS();
+}
+
+/*
+ * Waits for the lock: subscribe to the unlock channel first, then retry, then
+ * sleep until a message, the holder's lease end or our deadline. Subscribing
+ * before retrying is what rules out a lost wake-up. Returns whether taken.
+ */
+static bool
+wait_for_lock(LocalLock *ll, const LockKeys *k, const RLAcquireRequest *req,
+			  int64 lease_ms, int32 target, Attempt *a)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline = DT_NOEND;
+	bool		by_lock_timeout = false;
+	const char *channel = req->fair ? k->owner_channel : k->channel;
+	volatile bool acquired = false;
+
+	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
+		deadline = TimestampTzPlusMilliseconds(start, req->wait_ms);
+	else if (req->wait_ms < 0 && LockTimeout > 0)
+	{
+		deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
+		by_lock_timeout = true;
+	}
+
+	PG_TRY();
+	{
+		for (;;)
+		{
+			if (!rl_sub_conn.subscribed &&
+				!rl_subscribe(&rl_sub_conn, 1, &channel))
+				rl_report(&rl_sub_conn, ERROR);
+			attempt(ll, k, lease_ms, target, req->fair, req->fair, a);
+			if (a->acquired)
+			{
+				acquired = true;
+				break;
+			}
+			if (GetCurrentTimestamp() >= deadline)
+				break;
+			(void) rl_wait_message(&rl_sub_conn, next_retry(a, req->fair, deadline));
+		}
+	}
+	PG_CATCH();
+	{
+		rl_disconnect(&rl_sub_conn);
+		if (ll->queued)
+			leave_queue_quietly(ll);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	rl_unsubscribe(&rl_sub_conn);
+	if (!acquired && ll->queued)
+	{
+		int32		keep = total_holds(ll);
+		int64		before;
+
+		if (!trim_in_redis(1, &ll, &keep, &before, false))
+			rl_report(&rl_cmd_conn, ERROR);
+		ll->queued = false;
+	}
+	if (!acquired && by_lock_timeout)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not obtain redis lock \"%s\"", k->name),
+				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
+	return acquired;
+}
+
+static void
+reserve_xact_hold(void)
+{
+	if (nxact_holds < max_xact_holds)
+		return;
+	if (xact_holds == NULL)
+	{
+		max_xact_holds = 16;
+		xact_holds = MemoryContextAlloc(TopMemoryContext,
+										sizeof(XactHold) * max_xact_holds);
+		return;
+	}
+	max_xact_holds *= 2;
+	xact_holds = repalloc(xact_holds, sizeof(XactHold) * max_xact_holds);
+}
+
+static void
+record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
+			const Attempt *a)
+{
+	if (a->fresh)
+	{
+		if (total_holds(ll) > 0)
+			ereport(WARNING,
+					(errmsg("redis lock \"%s\" had been lost and was acquired again", ll->name),
+					 errdetail("Its lease ran out or it was force-released while this session held it; the new fencing token is " INT64_FORMAT ".",
+							   a->token)));
+		ll->token = a->token;
+		ll->acquired_at = GetCurrentTimestamp();
+		ll->watchdog = false;
+	}
+	ll->lease_ms = lease_ms;
+	ll->watchdog |= (req->lease_ms == 0);
+	if (req->scope == RL_SCOPE_XACT)
+	{
+		xact_holds[nxact_holds].subid = GetCurrentSubTransactionId();
+		xact_holds[nxact_holds].lock = ll;
+		nxact_holds++;
+		ll->xact_holds++;
+	}
+	else
+		ll->session_holds++;
+}
+
+bool
+rl_lock_acquire(const RLAcquireRequest *req)
+{
+	LocalLock  *ll;
+	LockKeys	k;
+	Attempt		a;
+	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
+	int32		target;
+
+	settle(false);
+	register_exit_callback();
+	if (req->scope == RL_SCOPE_XACT)
+		reserve_xact_hold();
+	ll = local_get(req->name);
+	target = total_holds(ll) + 1;
+	build_keys(&k, ll->name);
+
+	attempt(ll, &k, lease_ms, target, req->fair,
+			req->fair && req->wait_ms != 0, &a);
+	if (!a.acquired &&
+		(req->wait_ms == 0 || !wait_for_lock(ll, &k, req, lease_ms, target, &a)))
+	{
+		forget_if_unused(ll);
+		return false;
+	}
+	record_hold(ll, req, lease_ms, &a);
+	return true;
+}
+
+bool
+rl_lock_release(const char *name)
+{
+	LocalLock  *ll = local_find(name);
+	int32		keep;
+	int64		before;
+
+	if (ll == NULL || ll->session_holds == 0)
+	{
+		if (ll != NULL && ll->xact_holds > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("redis lock \"%s\" is held at transaction scope", name),
+					 errhint("Transaction-scope locks are released at COMMIT or ROLLBACK.")));
+		ereport(WARNING,
+				(errmsg("you don't own redis lock \"%s\"", name)));
+		return false;
+	}
+	settle(false);
+	keep = total_holds(ll) - 1;
+	if (!trim_in_redis(1, &ll, &keep, &before, false))
+		rl_report(&rl_cmd_conn, ERROR);
+	if (before == 0)
+	{
+		ll->session_holds = 0;
+		forget_if_unused(ll);
+		ereport(WARNING,
+				(errmsg("redis lock \"%s\" was no longer held", name),
+				 errdetail("Its lease ran out or it was force-released.")));
+		return false;
+	}
+	ll->session_holds--;
+	forget_if_unused(ll);
+	return true;
+}
+
+int
+rl_lock_release_all(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *ll;
+	LocalLock **locks;
+	int32	   *keep;
+	int64	   *before;
+	int			n = 0;
+
+	settle(false);
+	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
+		return 0;
+	locks = palloc(sizeof(LocalLock *) * hash_get_num_entries(local_locks));
+	keep = palloc(sizeof(int32) * hash_get_num_entries(local_locks));
+	before = palloc(sizeof(int64) * hash_get_num_entries(local_locks));
+	hash_seq_init(&seq, local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+	{
+		if (ll->session_holds == 0)
+			continue;
+		keep[n] = ll->xact_holds;
+		locks[n++] = ll;
+	}
+	if (n > 0 && !trim_in_redis(n, locks, keep, before, false))
+		rl_report(&rl_cmd_conn, ERROR);
+	for (int i = 0; i < n; i++)
+	{
+		locks[i]->session_holds = 0;
+		forget_if_unused(locks[i]);
+	}
+	return n;
+}
+
+bool
+rl_lock_force_release(const char *name)
+{
+	LockKeys	k;
+	RLEval		e;
+	RLReply    *r;
+
+	settle(false);
+	build_keys(&k, name);
+	memset(&e, 0, sizeof(e));
+	e.script = &rl_script_force_release;
+	e.nkeys = 3;
+	e.keys[0] = name;
+	e.keys[1] = k.channel;
+	e.keys[2] = k.queue;
+	if (!rl_eval(&rl_cmd_conn, 1, &e, &r))
+		rl_report(&rl_cmd_conn, ERROR);
+	if (r->type == REDIS_REPLY_ERROR)
+		rl_reply_error(r, "force-release", name);
+	return r->integer == 1;
+}
+
+bool
+rl_lock_fencing_token(const char *name, int64 *token)
+{
+	LocalLock  *ll = local_find(name);
+
+	if (ll == NULL || total_holds(ll) == 0)
+		return false;
+	*token = ll->token;
+	return true;
+}
+
+void
+rl_lock_status(const char *name, RLStatus *st)
+{
+	LockKeys	k;
+	RLEval		e;
+	RLReply    *r;
+	RLReply    *hash;
+
+	settle(false);
+	build_keys(&k, name);
+	memset(&e, 0, sizeof(e));
+	e.script = &rl_script_status;
+	e.nkeys = 3;
+	e.keys[0] = name;
+	e.keys[1] = k.queue;
+	e.keys[2] = k.token;
+	if (!rl_eval(&rl_cmd_conn, 1, &e, &r))
+		rl_report(&rl_cmd_conn, ERROR);
+	if (r->type == REDIS_REPLY_ERROR)
+		rl_reply_error(r, "read", name);
+
+	memset(st, 0, sizeof(*st));
+	hash = r->element[0];
+	st->nholders = hash->elements / 2;
+	st->holders = palloc(sizeof(char *) * Max(st->nholders, 1));
+	for (int i = 0; i < st->nholders; i++)
+	{
+		st->holders[i] = hash->element[2 * i]->str;
+		st->hold_count += strtoll(hash->element[2 * i + 1]->str, NULL, 10);
+		if (strcmp(st->holders[i], rl_owner_id()) == 0)
+			st->held_by_me = true;
+	}
+	st->locked = st->nholders > 0;
+	st->ttl_ms = r->element[1]->integer >= 0 ? r->element[1]->integer : -1;
+	st->queue_length = r->element[2]->integer;
+	if (r->element[3]->type == REDIS_REPLY_STRING)
+	{
+		st->has_token = true;
+		st->token = strtoll(r->element[3]->str, NULL, 10);
+	}
+}
+
+/*
+ * Ends the transaction-scope holds taken in subtransaction subid, or all of
+ * them when subid is invalid, and releases them in Redis in one round trip.
+ */
+static void
+end_xact_holds(SubTransactionId subid)
+{
+	LocalLock **ended = MemoryContextAlloc(cleanup_context,
+										   sizeof(LocalLock *) * Max(nxact_holds, 1));
+	int			nended = 0;
+	int			kept = 0;
+
+	for (int i = 0; i < nxact_holds; i++)
+	{
+		XactHold   *h = &xact_holds[i];
+		bool		seen = false;
+
+		if (subid != InvalidSubTransactionId && h->subid != subid)
+		{
+			xact_holds[kept++] = *h;
+			continue;
+		}
+		h->lock->xact_holds--;
+		mark_dirty(h->lock);
+		for (int j = 0; j < nended && !seen; j++)
+			seen = ended[j] == h->lock;
+		if (!seen)
+			ended[nended++] = h->lock;
+	}
+	nxact_holds = kept;
+	if (nended > 0)
+		settle_locks_quietly(nended, ended);
+	else
+		MemoryContextReset(cleanup_context);
+}
+
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (nxact_holds > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds redis transaction-scope locks")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+			if (nxact_holds > 0)
+				end_xact_holds(InvalidSubTransactionId);
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	switch (event)
+	{
+		case SUBXACT_EVENT_ABORT_SUB:
+			if (nxact_holds > 0)
+				end_xact_holds(mySubid);
+			break;
+		case SUBXACT_EVENT_COMMIT_SUB:
+			for (int i = 0; i < nxact_holds; i++)
+				if (xact_holds[i].subid == mySubid)
+					xact_holds[i].subid = parentSubid;
+			break;
+		default:
+			break;
+	}
+}
+
+void
+rl_lock_init(void)
+{
+	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
+}

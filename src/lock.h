@@ -1,0 +1,51 @@
+/*
+ * lock.h
+ *	  Acquiring, waiting for and releasing Redis locks on behalf of one
+ *	  session, and the session's own record of what it holds.
+ *
+ * src/lock.h
+ */
+#ifndef REDISLOCK_LOCK_H
+#define REDISLOCK_LOCK_H
+
+#include "datatype/timestamp.h"
+
+typedef enum RLScope
+{
+	RL_SCOPE_SESSION,
+	RL_SCOPE_XACT
+} RLScope;
+
+typedef struct RLAcquireRequest
+{
+	const char *name;
+	RLScope		scope;
+	int64		wait_ms;		/* -1: until acquired; 0: one attempt */
+	int64		lease_ms;		/* 0: watchdog mode */
+	bool		fair;
+} RLAcquireRequest;
+
+/* What Redis says about one lock, for redis_lock_status(). */
+typedef struct RLStatus
+{
+	bool		locked;
+	int			nholders;
+	char	  **holders;
+	int64		hold_count;
+	int64		ttl_ms;			/* -1: no expiry or not locked */
+	int64		queue_length;
+	bool		has_token;
+	int64		token;
+	bool		held_by_me;
+} RLStatus;
+
+extern void rl_lock_init(void);
+extern bool rl_lock_acquire(const RLAcquireRequest *req);
+extern bool rl_lock_release(const char *name);
+extern int	rl_lock_release_all(void);
+extern bool rl_lock_force_release(const char *name);
+extern bool rl_lock_fencing_token(const char *name, int64 *token);
+extern void rl_lock_status(const char *name, RLStatus *status);
+extern const char *rl_owner_id(void);
+
+#endif							/* REDISLOCK_LOCK_H */

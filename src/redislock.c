@@ -1,0 +1,138 @@
+/*
+ * redislock.c
+ *	  Module initialisation: settings (GUCs), shared memory hooks and the
+ *	  transaction callbacks that end transaction-scope locks.
+ *
+ * src/redislock.c
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "utils/guc.h"
+
+#include "conn.h"
+#include "lock.h"
+#include "redislock.h"
+#include "registry.h"
+
+PG_MODULE_MAGIC;
+
+char	   *rl_url = NULL;
+char	   *rl_password = NULL;
+int			rl_connect_timeout = 2000;
+int			rl_command_timeout = 5000;
+int			rl_watchdog_timeout = 30000;
+int			rl_fair_wait_timeout = 10000;
+uint64		rl_settings_generation = 1;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+void		_PG_init(void);
+
+static bool
+check_url(char **newval, void **extra, GucSource source)
+{
+	char	   *detail = NULL;
+
+	if (rl_check_url(*newval, &detail))
+		return true;
+	GUC_check_errdetail("%s", detail);
+	return false;
+}
+
+static void
+assign_connection_setting(const char *newval, void *extra)
+{
+	rl_settings_generation++;
+}
+
+static void
+shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	rl_registry_request();
+}
+
+static void
+shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	rl_registry_startup();
+}
+
+static void
+define_settings(void)
+{
+	DefineCustomStringVariable("redislock.url",
+							   "Redis server that holds the locks.",
+							   "redis://[user[:password]@]host[:port][/db] or unix:///path[?db=N].",
+							   &rl_url,
+							   "redis://127.0.0.1:6379",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_url, assign_connection_setting, NULL);
+	DefineCustomStringVariable("redislock.password",
+							   "Password for the Redis server; overrides one in redislock.url.",
+							   NULL,
+							   &rl_password,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, assign_connection_setting, NULL);
+	DefineCustomIntVariable("redislock.connect_timeout",
+							"How long to wait for a connection to Redis.",
+							NULL,
+							&rl_connect_timeout,
+							2000, 1, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.command_timeout",
+							"How long to wait for Redis to answer one request.",
+							"A call that times out fails with an error; it never waits longer.",
+							&rl_command_timeout,
+							5000, 1, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.watchdog_timeout",
+							"Lease of locks taken without a lease (watchdog mode).",
+							NULL,
+							&rl_watchdog_timeout,
+							30000, 1000, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.fair_wait_timeout",
+							"How long a fair waiter that stops calling keeps its place in the queue.",
+							"Live waiters renew their place every third of this.",
+							&rl_fair_wait_timeout,
+							10000, 1000, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("redislock");
+}
+
+void
+_PG_init(void)
+{
+	define_settings();
+
+	if (process_shared_preload_libraries_in_progress)
+	{
+		prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = shmem_request;
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = shmem_startup;
+	}
+
+	rl_lock_init();
+}

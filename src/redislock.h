@@ -1,0 +1,32 @@
+/*
+ * redislock.h
+ *	  Settings and limits that every part of redislock shares.
+ *
+ * src/redislock.h
+ */
+#ifndef REDISLOCK_H
+#define REDISLOCK_H
+
+/* Longest lock name, in bytes (documented in README). */
+#define RL_NAME_MAX 512
+
+/* Shortest fixed lease: anything shorter could expire before the reply. */
+#define RL_MIN_LEASE_MS 100
+
+/* Longest fixed lease: 100 years. */
+#define RL_MAX_LEASE_MS (INT64CONST(100) * 365 * 24 * 3600 * 1000)
+
+/* Owner ids are "<36-char uuid>:<session number>". */
+#define RL_OWNER_MAX 64
+
+extern char *rl_url;
+extern char *rl_password;
+extern int	rl_connect_timeout;
+extern int	rl_command_timeout;
+extern int	rl_watchdog_timeout;
+extern int	rl_fair_wait_timeout;
+
+/* Bumped whenever url or password change, so connections reopen. */
+extern uint64 rl_settings_generation;
+
+#endif							/* REDISLOCK_H */

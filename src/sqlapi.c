@@ -1,0 +1,215 @@
+/*
+ * sqlapi.c
+ *	  SQL-callable functions: argument checking and conversion, then a call
+ *	  into lock.c. Bad input is rejected here, before anything reaches Redis.
+ *
+ * src/sqlapi.c
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "lock.h"
+#include "redislock.h"
+
+PG_FUNCTION_INFO_V1(redis_lock_acquire);
+PG_FUNCTION_INFO_V1(redis_xact_lock_acquire);
+PG_FUNCTION_INFO_V1(redis_lock_release);
+PG_FUNCTION_INFO_V1(redis_lock_release_all);
+PG_FUNCTION_INFO_V1(redis_lock_force_release);
+PG_FUNCTION_INFO_V1(redis_lock_status);
+PG_FUNCTION_INFO_V1(redis_lock_fencing_token);
+PG_FUNCTION_INFO_V1(redis_lock_owner_id);
+
+static char *
+lock_name_arg(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *t;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lock name must not be null")));
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name must not be empty")));
+	if (len > RL_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name is too long"),
+				 errdetail("The name is %d bytes long; the limit is %d bytes.",
+						   len, RL_NAME_MAX)));
+	return text_to_cstring(t);
+}
+
+/*
+ * An interval in whole milliseconds, rounded up so that a positive interval
+ * never becomes 0 (which means "do not wait"). Months count as 30 days.
+ */
+static int64
+interval_ms(const Interval *iv, const char *argname)
+{
+	int64		days;
+	int64		usecs;
+
+	if (pg_mul_s64_overflow((int64) iv->month, DAYS_PER_MONTH, &days) ||
+		pg_add_s64_overflow(days, (int64) iv->day, &days) ||
+		pg_mul_s64_overflow(days, USECS_PER_DAY, &usecs) ||
+		pg_add_s64_overflow(usecs, iv->time, &usecs))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("%s is out of range", argname)));
+	if (usecs < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", argname)));
+	return usecs / 1000 + (usecs % 1000 != 0);
+}
+
+static int64
+wait_arg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		return -1;
+	return interval_ms(PG_GETARG_INTERVAL_P(argno), "wait");
+}
+
+static int64
+lease_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int64		ms;
+
+	if (PG_ARGISNULL(argno))
+		return 0;
+	ms = interval_ms(PG_GETARG_INTERVAL_P(argno), "lease");
+	if (ms == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be greater than zero"),
+				 errhint("Pass NULL for a lease that the watchdog renews while the lock is held.")));
+	if (ms < RL_MIN_LEASE_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be at least %d milliseconds", RL_MIN_LEASE_MS)));
+	if (ms > RL_MAX_LEASE_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be at most 100 years")));
+	return ms;
+}
+
+static Datum
+acquire(FunctionCallInfo fcinfo, RLScope scope)
+{
+	RLAcquireRequest req;
+
+	req.name = lock_name_arg(fcinfo, 0);
+	req.scope = scope;
+	req.wait_ms = wait_arg(fcinfo, 1);
+	req.lease_ms = lease_arg(fcinfo, 2);
+	if (PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fair must not be null")));
+	req.fair = PG_GETARG_BOOL(3);
+	PG_RETURN_BOOL(rl_lock_acquire(&req));
+}
+
+Datum
+redis_lock_acquire(PG_FUNCTION_ARGS)
+{
+	return acquire(fcinfo, RL_SCOPE_SESSION);
+}
+
+Datum
+redis_xact_lock_acquire(PG_FUNCTION_ARGS)
+{
+	return acquire(fcinfo, RL_SCOPE_XACT);
+}
+
+Datum
+redis_lock_release(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(rl_lock_release(lock_name_arg(fcinfo, 0)));
+}
+
+Datum
+redis_lock_release_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(rl_lock_release_all());
+}
+
+Datum
+redis_lock_force_release(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(rl_lock_force_release(lock_name_arg(fcinfo, 0)));
+}
+
+Datum
+redis_lock_fencing_token(PG_FUNCTION_ARGS)
+{
+	int64		token;
+
+	if (!rl_lock_fencing_token(lock_name_arg(fcinfo, 0), &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+Datum
+redis_lock_owner_id(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(rl_owner_id()));
+}
+
+static Datum
+holders_array(const RLStatus *st)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(st->nholders, 1));
+
+	for (int i = 0; i < st->nholders; i++)
+		elems[i] = CStringGetTextDatum(st->holders[i]);
+	return PointerGetDatum(construct_array(elems, st->nholders, TEXTOID,
+										   -1, false, TYPALIGN_INT));
+}
+
+Datum
+redis_lock_status(PG_FUNCTION_ARGS)
+{
+	const char *name = lock_name_arg(fcinfo, 0);
+	TupleDesc	tupdesc;
+	RLStatus	st;
+	Datum		values[7];
+	bool		nulls[7] = {false};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	rl_lock_status(name, &st);
+
+	values[0] = BoolGetDatum(st.locked);
+	values[1] = holders_array(&st);
+	values[2] = Int32GetDatum((int32) Min(st.hold_count, PG_INT32_MAX));
+	if (st.ttl_ms >= 0)
+	{
+		Interval   *ttl = palloc0(sizeof(Interval));
+
+		ttl->time = st.ttl_ms * 1000;
+		values[3] = IntervalPGetDatum(ttl);
+	}
+	else
+		nulls[3] = true;
+	values[4] = Int32GetDatum((int32) Min(st.queue_length, PG_INT32_MAX));
+	values[5] = Int64GetDatum(st.token);
+	nulls[5] = !st.has_token;
+	values[6] = BoolGetDatum(st.held_by_me);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
