@@ -8,7 +8,9 @@ OBJS = \
 	src/redislock.o \
 	src/registry.o \
 	src/scripts.o \
-	src/sqlapi.o
+	src/sqlapi.o \
+	src/views.o \
+	src/worker.o
 
 EXTENSION = redislock
 DATA = sql/redislock--1.0.sql

@@ -84,3 +84,55 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION redis_lock_owner_id() IS
 'this session''s owner id ("<server instance uuid>:<session number>"), the field it writes in lock hashes';
+
+-- Views over shared memory (need shared_preload_libraries = 'redislock').
+-- Readable by everyone, as pg_locks is; no Redis setting appears in them.
+
+CREATE FUNCTION redis_locks(OUT pid integer,
+                            OUT name text,
+                            OUT scope text,
+                            OUT mode text,
+                            OUT hold_count integer,
+                            OUT lease interval,
+                            OUT renewal text,
+                            OUT fencing_token bigint,
+                            OUT acquired_at timestamptz,
+                            OUT renewed_at timestamptz,
+                            OUT state text,
+                            OUT owner_id text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'redis_locks'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION redis_locks() IS
+'locks held by the sessions of this server, from shared memory; see view redis_locks';
+
+CREATE VIEW redis_locks AS SELECT * FROM redis_locks();
+
+COMMENT ON VIEW redis_locks IS
+'every Redis lock held by a session of this server: pid, name, scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing), owner id';
+
+CREATE FUNCTION redis_lock_stats(OUT acquires bigint,
+                                 OUT reentries bigint,
+                                 OUT waits bigint,
+                                 OUT wait_time_ms bigint,
+                                 OUT timeouts bigint,
+                                 OUT releases bigint,
+                                 OUT renewals bigint,
+                                 OUT renewal_failures bigint,
+                                 OUT lost_locks bigint,
+                                 OUT worker_released bigint,
+                                 OUT redis_errors bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'redis_lock_stats'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION redis_lock_stats() IS
+'counters of redislock on this server since start; see view redis_lock_stats';
+
+CREATE VIEW redis_lock_stats AS SELECT * FROM redis_lock_stats();
+
+COMMENT ON VIEW redis_lock_stats IS
+'redislock counters since server start: fresh acquisitions, reentries, waits and total wait time, waits that ended without the lock, releases, watchdog renewals and failed renewals, locks found lost, locks the worker released for ended sessions, Redis errors';
+
+GRANT SELECT ON redis_locks, redis_lock_stats TO PUBLIC;

@@ -38,9 +38,12 @@ typedef struct LocalLock
 	bool		dirty;			/* Redis may hold more than we count */
 	bool		queued;			/* we may still stand in its fair queue */
 	bool		watchdog;
+	bool		fair;
 	int64		lease_ms;
 	int64		token;
 	TimestampTz acquired_at;
+	int			slot;			/* in the shared registry, -1 if none */
+	uint32		generation;		/* of that slot */
 } LocalLock;
 
 /* One transaction-scope hold and the subtransaction that took it. */
@@ -91,8 +94,8 @@ rl_owner_id(void)
 }
 
 /* Redisson's prefixName(): a name with a "{" already has its hash tag. */
-static char *
-prefixed(const char *prefix, const char *name)
+char *
+rl_prefixed_key(const char *prefix, const char *name)
 {
 	if (strchr(name, '{') != NULL)
 		return psprintf("%s:%s", prefix, name);
@@ -103,10 +106,10 @@ static void
 build_keys(LockKeys *k, const char *name)
 {
 	k->name = name;
-	k->channel = prefixed("redisson_lock__channel", name);
-	k->queue = prefixed("redisson_lock_queue", name);
-	k->timeouts = prefixed("redisson_lock_timeout", name);
-	k->token = prefixed("redisson_lock_token", name);
+	k->channel = rl_prefixed_key("redisson_lock__channel", name);
+	k->queue = rl_prefixed_key("redisson_lock_queue", name);
+	k->timeouts = rl_prefixed_key("redisson_lock_timeout", name);
+	k->token = rl_prefixed_key("redisson_lock_token", name);
 	k->owner_channel = psprintf("%s:%s", k->channel, rl_owner_id());
 }
 
@@ -133,25 +136,32 @@ local_find(const char *name)
 	return hash_search(local_locks, name, HASH_FIND, NULL);
 }
 
+/*
+ * Finds or creates the entry of a lock. A new entry gets its shared slot
+ * first, so that a full table fails before anything reaches Redis.
+ */
 static LocalLock *
 local_get(const char *name)
 {
-	LocalLock  *ll;
-	bool		found;
+	LocalLock  *ll = local_find(name);
+	uint32		generation = 0;
+	int			slot;
 
-	ensure_local_table();
-	ll = hash_search(local_locks, name, HASH_ENTER, &found);
-	if (!found)
-	{
-		ll->session_holds = 0;
-		ll->xact_holds = 0;
-		ll->dirty = false;
-		ll->queued = false;
-		ll->watchdog = false;
-		ll->lease_ms = 0;
-		ll->token = 0;
-		ll->acquired_at = 0;
-	}
+	if (ll != NULL)
+		return ll;
+	slot = rl_registry_reserve(name, rl_owner_id(), &generation);
+	ll = hash_search(local_locks, name, HASH_ENTER, NULL);
+	ll->session_holds = 0;
+	ll->xact_holds = 0;
+	ll->dirty = false;
+	ll->queued = false;
+	ll->watchdog = false;
+	ll->fair = false;
+	ll->lease_ms = 0;
+	ll->token = 0;
+	ll->acquired_at = 0;
+	ll->slot = slot;
+	ll->generation = generation;
 	return ll;
 }
 
@@ -165,7 +175,30 @@ static void
 forget_if_unused(LocalLock *ll)
 {
 	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
+	{
+		rl_registry_free(ll->slot);
 		hash_search(local_locks, ll->name, HASH_REMOVE, NULL);
+	}
+}
+
+/* Shows the worker and the redis_locks view what we now hold of ll. */
+static void
+publish(LocalLock *ll, bool fresh, bool renewed)
+{
+	RLSlotInfo	info;
+
+	if (ll->slot < 0)
+		return;
+	info.session_holds = ll->session_holds;
+	info.xact_holds = ll->xact_holds;
+	info.fair = ll->fair;
+	info.watchdog = ll->watchdog;
+	info.lease_ms = ll->lease_ms;
+	info.token = ll->token;
+	info.acquired_at = ll->acquired_at;
+	info.fresh = fresh;
+	info.renewed = renewed;
+	rl_registry_publish(ll->slot, &info);
 }
 
 static void
@@ -179,6 +212,30 @@ static char *
 int64_arg(int64 v)
 {
 	return psprintf(INT64_FORMAT, v);
+}
+
+/*
+ * Fills e with a call of release.lua: trim owner's holds of the lock to keep
+ * and, with leave, take owner out of its fair queue.
+ */
+void
+rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
+				bool leave)
+{
+	LockKeys	k;
+
+	build_keys(&k, name);
+	memset(e, 0, sizeof(*e));
+	e->script = &rl_script_release;
+	e->nkeys = 4;
+	e->keys[0] = name;
+	e->keys[1] = k.channel;
+	e->keys[2] = k.queue;
+	e->keys[3] = k.timeouts;
+	e->nargs = 3;
+	e->args[0] = owner;
+	e->args[1] = int64_arg(keep);
+	e->args[2] = leave ? "1" : "0";
 }
 
 /*
@@ -196,23 +253,13 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
 
 	for (int i = 0; i < n; i++)
-	{
-		LockKeys	k;
-
-		build_keys(&k, locks[i]->name);
-		evals[i].script = &rl_script_release;
-		evals[i].nkeys = 4;
-		evals[i].keys[0] = locks[i]->name;
-		evals[i].keys[1] = k.channel;
-		evals[i].keys[2] = k.queue;
-		evals[i].keys[3] = k.timeouts;
-		evals[i].nargs = 3;
-		evals[i].args[0] = rl_owner_id();
-		evals[i].args[1] = int64_arg(keep[i]);
-		evals[i].args[2] = locks[i]->queued ? "1" : "0";
-	}
+		rl_release_eval(&evals[i], locks[i]->name, rl_owner_id(), keep[i],
+						locks[i]->queued);
 	if (!rl_eval(&rl_cmd_conn, n, evals, replies))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		return false;
+	}
 	for (int i = 0; i < n; i++)
 	{
 		if (replies[i]->type == REDIS_REPLY_ERROR)
@@ -328,6 +375,11 @@ release_at_exit(int code, Datum arg)
 		locks[n++] = ll;
 	}
 	settle_locks_quietly(n, locks);
+
+	/* What is still here could not be released: the worker takes over. */
+	hash_seq_init(&seq, local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+		rl_registry_orphan(ll->slot);
 }
 
 /* Runs one acquisition attempt; raises on failure. */
@@ -370,10 +422,16 @@ attempt(LocalLock *ll, const LockKeys *k, int64 lease_ms, int32 target,
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	mark_dirty(ll);
 	if (!rl_eval(&rl_cmd_conn, 1, &e, &r))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_report(&rl_cmd_conn, ERROR);
+	}
 	ll->dirty = false;
 	if (r->type == REDIS_REPLY_ERROR)
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_reply_error(r, "acquire", k->name);
+	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
@@ -484,6 +542,11 @@ wait_for_lock(LocalLock *ll, const LockKeys *k, const RLAcquireRequest *req,
 	PG_END_TRY();
 
 	rl_unsubscribe(&rl_sub_conn);
+	rl_stat_add(RL_STAT_WAITS, 1);
+	rl_stat_add(RL_STAT_WAIT_TIME_MS,
+				(GetCurrentTimestamp() - start) / 1000);
+	if (!acquired)
+		rl_stat_add(RL_STAT_TIMEOUTS, 1);
 	if (!acquired && ll->queued)
 	{
 		int32		keep = total_holds(ll);
@@ -534,6 +597,7 @@ record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	}
 	ll->lease_ms = lease_ms;
 	ll->watchdog |= (req->lease_ms == 0);
+	ll->fair = req->fair;
 	if (req->scope == RL_SCOPE_XACT)
 	{
 		xact_holds[nxact_holds].subid = GetCurrentSubTransactionId();
@@ -543,35 +607,105 @@ record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	}
 	else
 		ll->session_holds++;
+	publish(ll, a->fresh, true);
+	rl_stat_add(a->fresh ? RL_STAT_ACQUIRES : RL_STAT_REENTRIES, 1);
+}
+
+/*
+ * With redislock.sync_replicas = N, an acquisition counts only once N
+ * replicas have it: otherwise a failover could hand the lock to another
+ * client. If they do not confirm in time, the hold is given back.
+ */
+static void
+confirm_on_replicas(LocalLock *ll, int32 target)
+{
+	RLCommand	cmd;
+	RLReply    *r = NULL;
+	char		nreplicas[16];
+	char		timeout[16];
+	int32		keep = target - 1;
+	int64		before;
+
+	memset(&cmd, 0, sizeof(cmd));
+	snprintf(nreplicas, sizeof(nreplicas), "%d", rl_sync_replicas);
+	snprintf(timeout, sizeof(timeout), "%d", Max(rl_command_timeout * 3 / 4, 1));
+	cmd.argc = 3;
+	cmd.argv[0] = "WAIT";
+	cmd.argv[1] = nreplicas;
+	cmd.argv[2] = timeout;
+	for (int i = 0; i < 3; i++)
+		cmd.argvlen[i] = strlen(cmd.argv[i]);
+	if (rl_exec(&rl_cmd_conn, 1, &cmd, &r) &&
+		r->type == REDIS_REPLY_INTEGER && r->integer >= rl_sync_replicas)
+		return;
+
+	mark_dirty(ll);
+	if (trim_in_redis(1, &ll, &keep, &before, true))
+		ll->dirty = false;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("redis lock \"%s\" was not confirmed by %d replicas",
+					ll->name, rl_sync_replicas),
+			 r != NULL && r->type == REDIS_REPLY_INTEGER ?
+			 errdetail("Only %lld replicas acknowledged it within %s ms; the lock was given back.",
+					   r->integer, timeout) :
+			 errdetail("%s", rl_cmd_conn.errmsg),
+			 errhint("Check the replicas of the redis server, or lower redislock.sync_replicas.")));
+}
+
+/* Takes or waits for the lock of entry ll; returns whether it was taken. */
+static bool
+take(LocalLock *ll, const RLAcquireRequest *req)
+{
+	LockKeys	k;
+	Attempt		a;
+	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
+	int32		target = total_holds(ll) + 1;
+
+	build_keys(&k, ll->name);
+	attempt(ll, &k, lease_ms, target, req->fair,
+			req->fair && req->wait_ms != 0, &a);
+	if (!a.acquired &&
+		(req->wait_ms == 0 || !wait_for_lock(ll, &k, req, lease_ms, target, &a)))
+		return false;
+	if (rl_sync_replicas > 0)
+		confirm_on_replicas(ll, target);
+	record_hold(ll, req, lease_ms, &a);
+	return true;
 }
 
 bool
 rl_lock_acquire(const RLAcquireRequest *req)
 {
-	LocalLock  *ll;
-	LockKeys	k;
-	Attempt		a;
-	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
-	int32		target;
+	LocalLock  *volatile ll;
+	bool		taken;
 
+	if (req->lease_ms == 0 && !rl_registry_attached())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a redis lock without a lease needs the redislock watchdog"),
+				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries."),
+				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.")));
 	settle(false);
 	register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)
 		reserve_xact_hold();
 	ll = local_get(req->name);
-	target = total_holds(ll) + 1;
-	build_keys(&k, ll->name);
 
-	attempt(ll, &k, lease_ms, target, req->fair,
-			req->fair && req->wait_ms != 0, &a);
-	if (!a.acquired &&
-		(req->wait_ms == 0 || !wait_for_lock(ll, &k, req, lease_ms, target, &a)))
+	/* An entry created for nothing must not keep its shared slot. */
+	PG_TRY();
+	{
+		taken = take(ll, req);
+	}
+	PG_CATCH();
 	{
 		forget_if_unused(ll);
-		return false;
+		PG_RE_THROW();
 	}
-	record_hold(ll, req, lease_ms, &a);
-	return true;
+	PG_END_TRY();
+	if (!taken)
+		forget_if_unused(ll);
+	return taken;
 }
 
 bool
@@ -606,6 +740,8 @@ rl_lock_release(const char *name)
 		return false;
 	}
 	ll->session_holds--;
+	rl_stat_add(RL_STAT_RELEASES, 1);
+	publish(ll, false, false);
 	forget_if_unused(ll);
 	return true;
 }
@@ -639,6 +775,8 @@ rl_lock_release_all(void)
 	for (int i = 0; i < n; i++)
 	{
 		locks[i]->session_holds = 0;
+		rl_stat_add(RL_STAT_RELEASES, 1);
+		publish(locks[i], false, false);
 		forget_if_unused(locks[i]);
 	}
 	return n;
@@ -671,7 +809,7 @@ rl_lock_fencing_token(const char *name, int64 *token)
 {
 	LocalLock  *ll = local_find(name);
 
-	if (ll == NULL || total_holds(ll) == 0)
+	if (ll == NULL || total_holds(ll) == 0 || rl_registry_is_lost(ll->slot))
 		return false;
 	*token = ll->token;
 	return true;
@@ -742,6 +880,8 @@ end_xact_holds(SubTransactionId subid)
 			continue;
 		}
 		h->lock->xact_holds--;
+		publish(h->lock, false, false);
+		rl_stat_add(RL_STAT_RELEASES, 1);
 		mark_dirty(h->lock);
 		for (int j = 0; j < nended && !seen; j++)
 			seen = ended[j] == h->lock;
@@ -755,11 +895,92 @@ end_xact_holds(SubTransactionId subid)
 		MemoryContextReset(cleanup_context);
 }
 
+static void pg_attribute_noreturn()
+lost_before_commit(LocalLock *ll)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("redis lock \"%s\" was lost before COMMIT", ll->name),
+			 errdetail("Redis no longer has this session's hold (lease ran out, force-released, or Redis lost its data), so the transaction's work was not done under the lock."),
+			 errhint("Retry the transaction, or set redislock.verify_on_commit = off to commit such work anyway.")));
+}
+
+/*
+ * The commit guard: a transaction that wrote data while this session holds
+ * locks commits only if Redis still has every one of those holds, checked in
+ * one pipelined round trip. Read-only transactions have nothing to protect.
+ */
+static void
+verify_before_commit(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *ll;
+	LocalLock **held;
+	RLCommand  *cmds;
+	RLReply   **replies;
+	int			n = 0;
+
+	if (!rl_verify_on_commit || local_locks == NULL ||
+		hash_get_num_entries(local_locks) == 0 ||
+		!TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		return;
+
+	held = palloc(sizeof(LocalLock *) * hash_get_num_entries(local_locks));
+	hash_seq_init(&seq, local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+	{
+		if (total_holds(ll) == 0)
+			continue;
+		if (rl_registry_is_lost(ll->slot))
+		{
+			hash_seq_term(&seq);
+			lost_before_commit(ll);
+		}
+		held[n++] = ll;
+	}
+	if (n == 0)
+		return;
+
+	cmds = palloc0(sizeof(RLCommand) * n);
+	replies = palloc(sizeof(RLReply *) * n);
+	for (int i = 0; i < n; i++)
+	{
+		cmds[i].argc = 3;
+		cmds[i].argv[0] = "HEXISTS";
+		cmds[i].argvlen[0] = 7;
+		cmds[i].argv[1] = held[i]->name;
+		cmds[i].argvlen[1] = strlen(held[i]->name);
+		cmds[i].argv[2] = rl_owner_id();
+		cmds[i].argvlen[2] = strlen(rl_owner_id());
+	}
+	if (!rl_exec(&rl_cmd_conn, n, cmds, replies))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not verify redis locks before COMMIT: %s",
+						rl_cmd_conn.errmsg),
+				 errhint("Set redislock.verify_on_commit = off to commit without the check.")));
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i]->type == REDIS_REPLY_INTEGER && replies[i]->integer == 1)
+			continue;
+		if (held[i]->slot >= 0 &&
+			rl_registry_mark_lost(held[i]->slot, held[i]->generation))
+			rl_stat_add(RL_STAT_LOST, 1);
+		lost_before_commit(held[i]);
+	}
+}
+
 static void
 xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			verify_before_commit();
+			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (nxact_holds > 0)
 				ereport(ERROR,

@@ -18,6 +18,7 @@
 #include "lock.h"
 #include "redislock.h"
 #include "registry.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -27,6 +28,8 @@ int			rl_connect_timeout = 2000;
 int			rl_command_timeout = 5000;
 int			rl_watchdog_timeout = 30000;
 int			rl_fair_wait_timeout = 10000;
+bool		rl_verify_on_commit = true;
+int			rl_sync_replicas = 0;
 uint64		rl_settings_generation = 1;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -118,6 +121,30 @@ define_settings(void)
 							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("redislock.verify_on_commit",
+							 "Fail COMMIT of a writing transaction when a held redis lock was lost.",
+							 NULL,
+							 &rl_verify_on_commit,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.sync_replicas",
+							"Replicas that must confirm an acquisition (Redis WAIT); 0 = none.",
+							NULL,
+							&rl_sync_replicas,
+							0, 0, 64,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.max_locks",
+							"Size of the shared table of held redis locks.",
+							"Each session holding a lock takes one entry per lock name.",
+							&rl_max_locks,
+							4096, 16, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("redislock");
 }
 
@@ -132,6 +159,7 @@ _PG_init(void)
 		shmem_request_hook = shmem_request;
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = shmem_startup;
+		rl_worker_register();
 	}
 
 	rl_lock_init();

@@ -25,6 +25,8 @@ extern int	rl_connect_timeout;
 extern int	rl_command_timeout;
 extern int	rl_watchdog_timeout;
 extern int	rl_fair_wait_timeout;
+extern bool rl_verify_on_commit;
+extern int	rl_sync_replicas;
 
 /* Bumped whenever url or password change, so connections reopen. */
 extern uint64 rl_settings_generation;

@@ -1,16 +1,106 @@
 /*
  * registry.h
- *	  Shared memory of redislock: this server instance's id and the session
- *	  counter that makes owner ids unique.
+ *	  Shared memory of redislock: the table of locks held by the sessions of
+ *	  this server, the counters behind redis_lock_stats, the instance id and
+ *	  the session counter that make owner ids unique.
  *
  * src/registry.h
  */
 #ifndef REDISLOCK_REGISTRY_H
 #define REDISLOCK_REGISTRY_H
 
+#include "datatype/timestamp.h"
+#include "storage/latch.h"
+
+#include "redislock.h"
+
+typedef enum RLSlotState
+{
+	RL_SLOT_FREE,
+	RL_SLOT_RESERVED,			/* a session is acquiring; not held yet */
+	RL_SLOT_HELD,
+	RL_SLOT_LOST,				/* Redis no longer has our hold */
+	RL_SLOT_ORPHANED			/* session ended without releasing: the
+								 * worker releases it */
+} RLSlotState;
+
+typedef struct RLSlot
+{
+	uint8		state;			/* RLSlotState */
+	bool		fair;
+	bool		watchdog;
+	int			pid;
+	uint32		generation;		/* bumped on reuse, so the worker never
+								 * updates a slot that changed hands */
+	int32		session_holds;
+	int32		xact_holds;
+	int64		lease_ms;
+	int64		token;
+	TimestampTz acquired_at;
+	TimestampTz renewed_at;		/* last time Redis got the full lease */
+	char		owner[RL_OWNER_MAX];
+	char		name[RL_NAME_MAX + 1];
+	int			next_free;
+} RLSlot;
+
+typedef enum RLStat
+{
+	RL_STAT_ACQUIRES,
+	RL_STAT_REENTRIES,
+	RL_STAT_WAITS,
+	RL_STAT_WAIT_TIME_MS,
+	RL_STAT_TIMEOUTS,
+	RL_STAT_RELEASES,
+	RL_STAT_RENEWALS,
+	RL_STAT_RENEWAL_FAILURES,
+	RL_STAT_LOST,
+	RL_STAT_WORKER_RELEASED,
+	RL_STAT_REDIS_ERRORS,
+	RL_STAT_COUNT
+} RLStat;
+
+/* What a session publishes about one of its locks. */
+typedef struct RLSlotInfo
+{
+	int32		session_holds;
+	int32		xact_holds;
+	bool		fair;
+	bool		watchdog;
+	int64		lease_ms;
+	int64		token;
+	TimestampTz acquired_at;
+	bool		fresh;			/* just taken anew: held again even if lost */
+	bool		renewed;		/* Redis just got the full lease */
+} RLSlotInfo;
+
+/* A copy of one slot, taken under the lock, for the worker and views. */
+typedef struct RLSlotCopy
+{
+	int			index;
+	RLSlot		slot;
+} RLSlotCopy;
+
+extern int	rl_max_locks;
+
 extern void rl_registry_request(void);
 extern void rl_registry_startup(void);
 extern bool rl_registry_attached(void);
 extern void rl_registry_owner_id(char *buf, size_t size);
+
+extern int	rl_registry_reserve(const char *name, const char *owner,
+								uint32 *generation);
+extern void rl_registry_publish(int index, const RLSlotInfo *info);
+extern void rl_registry_free(int index);
+extern void rl_registry_orphan(int index);
+extern bool rl_registry_is_lost(int index);
+extern bool rl_registry_mark_lost(int index, uint32 generation);
+extern void rl_registry_renewed(int index, uint32 generation, TimestampTz when);
+
+extern int	rl_registry_snapshot(RLSlotCopy **copies);
+extern void rl_registry_set_worker(Latch *latch);
+extern void rl_registry_set_worker_wake(TimestampTz when);
+
+extern void rl_stat_add(RLStat stat, uint64 n);
+extern uint64 rl_stat_get(RLStat stat);
 
 #endif							/* REDISLOCK_REGISTRY_H */

@@ -13,6 +13,7 @@ extern const RedisScript rl_script_acquire;
 extern const RedisScript rl_script_fair_acquire;
 extern const RedisScript rl_script_force_release;
 extern const RedisScript rl_script_release;
+extern const RedisScript rl_script_renew;
 extern const RedisScript rl_script_status;
 
 #endif							/* REDISLOCK_SCRIPTS_H */

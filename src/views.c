@@ -1,0 +1,113 @@
+/*
+ * views.c
+ *	  Set-returning functions behind the redis_locks and redis_lock_stats
+ *	  views: a copy of the shared lock table and the shared counters.
+ *
+ * src/views.c
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "registry.h"
+
+PG_FUNCTION_INFO_V1(redis_locks);
+PG_FUNCTION_INFO_V1(redis_lock_stats);
+
+#define LOCKS_COLS 12
+
+static void
+require_preload(void)
+{
+	if (!rl_registry_attached())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("redislock must be loaded via shared_preload_libraries")));
+}
+
+static Datum
+interval_ms(int64 ms)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = ms * 1000;
+	return IntervalPGetDatum(iv);
+}
+
+static const char *
+scope_text(const RLSlot *s)
+{
+	if (s->session_holds > 0 && s->xact_holds > 0)
+		return "session+transaction";
+	return s->xact_holds > 0 ? "transaction" : "session";
+}
+
+/* A fixed lease past its end is reported as expired: nothing renews it. */
+static const char *
+state_text(const RLSlot *s, TimestampTz now)
+{
+	switch ((RLSlotState) s->state)
+	{
+		case RL_SLOT_LOST:
+			return "lost";
+		case RL_SLOT_ORPHANED:
+			return "releasing";
+		default:
+			if (!s->watchdog &&
+				TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms) <= now)
+				return "expired";
+			return "held";
+	}
+}
+
+Datum
+redis_locks(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RLSlotCopy *copies;
+	TimestampTz now = GetCurrentTimestamp();
+	int			n;
+
+	require_preload();
+	InitMaterializedSRF(fcinfo, 0);
+	n = rl_registry_snapshot(&copies);
+	for (int i = 0; i < n; i++)
+	{
+		RLSlot	   *s = &copies[i].slot;
+		Datum		values[LOCKS_COLS];
+		bool		nulls[LOCKS_COLS] = {false};
+
+		values[0] = Int32GetDatum(s->pid);
+		values[1] = CStringGetTextDatum(s->name);
+		values[2] = CStringGetTextDatum(scope_text(s));
+		values[3] = CStringGetTextDatum(s->fair ? "fair" : "nonfair");
+		values[4] = Int32GetDatum(s->session_holds + s->xact_holds);
+		values[5] = interval_ms(s->lease_ms);
+		values[6] = CStringGetTextDatum(s->watchdog ? "watchdog" : "fixed");
+		values[7] = Int64GetDatum(s->token);
+		values[8] = TimestampTzGetDatum(s->acquired_at);
+		values[9] = TimestampTzGetDatum(s->renewed_at);
+		values[10] = CStringGetTextDatum(state_text(s, now));
+		values[11] = CStringGetTextDatum(s->owner);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+Datum
+redis_lock_stats(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[RL_STAT_COUNT];
+	bool		nulls[RL_STAT_COUNT] = {false};
+
+	require_preload();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	for (int i = 0; i < RL_STAT_COUNT; i++)
+		values[i] = Int64GetDatum((int64) rl_stat_get((RLStat) i));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
