@@ -16,7 +16,7 @@ EXTENSION = redislock
 DATA = sql/redislock--1.0.sql
 PGFILEDESC = "redislock - Redis-backed distributed locks"
 
-REGRESS = setup api scope badinput
+REGRESS = setup api scope badinput views
 
 PG_CPPFLAGS = -I$(srcdir)/src
 SHLIB_LINK = -lhiredis
