@@ -5,8 +5,8 @@
 -- ARGV[2]  owner id "<uuid>:<session>"
 -- ARGV[3]  hold count the owner has after this call; an absolute count (not
 --          +1) makes a retry after a lost reply harmless
--- Returns {1, token, fresh}: taken; token is the new fencing token when fresh
---         (the owner did not hold it before), else 0.
+-- Returns {1, token, fresh}: taken; fresh = 1 when the owner did not hold it
+--         before (the fencing counter was incremented), token = the counter.
 --         {0, pttl}: held by another owner; pttl of the lock in ms.
 local owner = ARGV[2]
 local held = redis.call('hexists', KEYS[1], owner) == 1
@@ -16,6 +16,6 @@ end
 redis.call('hset', KEYS[1], owner, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
 if held then
-    return {1, 0, 0}
+    return {1, tonumber(redis.call('get', KEYS[2]) or 0), 0}
 end
 return {1, redis.call('incr', KEYS[2]), 1}

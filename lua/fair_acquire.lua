@@ -38,7 +38,7 @@ end
 if redis.call('hexists', KEYS[1], owner) == 1 then
     redis.call('hset', KEYS[1], owner, ARGV[3])
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, 0, 0}
+    return {1, tonumber(redis.call('get', KEYS[4]) or 0), 0}
 end
 
 local head = redis.call('lindex', KEYS[2], 0)

@@ -56,6 +56,8 @@ static char server_problem[256];
 static bool
 fail(RLConn *c, RLFailure failure, const char *fmt,...)
 pg_attribute_printf(3, 4);
+static bool subscribe_once(RLConn *c, int nchannels,
+						   const char *const *channels);
 
 /* Records why c failed; always returns false for the caller to pass on. */
 static bool
@@ -629,13 +631,27 @@ ensure_open(RLConn *c)
 bool
 rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 {
-	c->failure = RLF_NONE;
-	if (!ensure_open(c))
-		return false;
-	if (round_trip(c, ncmds, cmds, replies, after_ms(rl_command_timeout)))
-		return true;
-	rl_disconnect(c);
-	return false;
+	bool		reused = rl_healthy(c);
+
+	for (;;)
+	{
+		c->failure = RLF_NONE;
+		if (!ensure_open(c))
+			return false;
+		if (round_trip(c, ncmds, cmds, replies, after_ms(rl_command_timeout)))
+			return true;
+		rl_disconnect(c);
+
+		/*
+		 * Redis may have closed an idle connection (restart, client timeout)
+		 * and we learn it only now. Send once more on a new connection: every
+		 * request redislock makes is safe to repeat. Not after a timeout,
+		 * which would double the wait.
+		 */
+		if (!reused || c->failure != RLF_IO)
+			return false;
+		reused = false;
+	}
 }
 
 static void
@@ -778,6 +794,21 @@ pubsub_reply_is(RLConn *c, const redisReply *r, const char *kind)
  */
 bool
 rl_subscribe(RLConn *c, int nchannels, const char *const *channels)
+{
+	bool		reused = rl_healthy(c);
+
+	while (!subscribe_once(c, nchannels, channels))
+	{
+		if (!reused || c->failure != RLF_IO)
+			return false;
+		reused = false;
+	}
+	return true;
+}
+
+/* rl_subscribe() on the current connection, or a new one if there is none. */
+static bool
+subscribe_once(RLConn *c, int nchannels, const char *const *channels)
 {
 	RLCommand	cmd;
 	TimestampTz until;

@@ -584,9 +584,13 @@ static void
 record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 			const Attempt *a)
 {
-	if (a->fresh)
+	/*
+	 * Not fresh yet nothing held locally: our first attempt took it but its
+	 * reply was lost, and a repeat found it held by us.
+	 */
+	if (a->fresh || total_holds(ll) == 0)
 	{
-		if (total_holds(ll) > 0)
+		if (a->fresh && total_holds(ll) > 0)
 			ereport(WARNING,
 					(errmsg("redis lock \"%s\" had been lost and was acquired again", ll->name),
 					 errdetail("Its lease ran out or it was force-released while this session held it; the new fencing token is " INT64_FORMAT ".",
