@@ -675,6 +675,41 @@ is_noscript(const RLReply *r)
 }
 
 /*
+ * Second pipeline of rl_eval(): SCRIPT LOAD for each distinct forgotten
+ * script, then the calls that failed with NOSCRIPT.
+ */
+static bool
+eval_again(RLConn *c, const RLEval *evals, const RLCommand *cmds,
+		   const int *retry, int nretry, RLReply **replies)
+{
+	RLCommand  *again = palloc0(sizeof(RLCommand) * nretry * 2);
+	RLReply   **again_replies = palloc(sizeof(RLReply *) * nretry * 2);
+	int			nloads = 0;
+
+	for (int j = 0; j < nretry; j++)
+	{
+		const RedisScript *s = evals[retry[j]].script;
+		bool		seen = false;
+
+		for (int k = 0; k < j && !seen; k++)
+			seen = evals[retry[k]].script == s;
+		if (seen)
+			continue;
+		set_arg(&again[nloads], "SCRIPT", 6);
+		set_arg(&again[nloads], "LOAD", 4);
+		set_arg(&again[nloads], s->body, strlen(s->body));
+		nloads++;
+	}
+	for (int j = 0; j < nretry; j++)
+		again[nloads + j] = cmds[retry[j]];
+	if (!rl_exec(c, nloads + nretry, again, again_replies))
+		return false;
+	for (int j = 0; j < nretry; j++)
+		replies[retry[j]] = again_replies[nloads + j];
+	return true;
+}
+
+/*
  * Runs n scripts as one pipeline of EVALSHA. Scripts Redis has forgotten
  * (restart, SCRIPT FLUSH) are loaded and those calls run again, once, in a
  * second pipeline; all our scripts are safe to repeat.
@@ -682,43 +717,19 @@ is_noscript(const RLReply *r)
 bool
 rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies)
 {
-	RLCommand  *cmds = palloc(sizeof(RLCommand) * n * 2);
+	RLCommand  *cmds = palloc(sizeof(RLCommand) * n);
 	char	  (*numkeys)[4] = palloc(sizeof(char[4]) * n);
 	int		   *retry = palloc(sizeof(int) * n);
-	RLReply   **again;
 	int			nretry = 0;
-	int			ncmds = 0;
 
 	for (int i = 0; i < n; i++)
 		build_evalsha(&cmds[i], &evals[i], numkeys[i]);
 	if (!rl_exec(c, n, cmds, replies))
 		return false;
-
 	for (int i = 0; i < n; i++)
 		if (is_noscript(replies[i]))
 			retry[nretry++] = i;
-	if (nretry == 0)
-		return true;
-
-	/* The second pipeline goes after the first: loads, then the calls. */
-	for (int j = 0; j < nretry; j++)
-	{
-		const RedisScript *s = evals[retry[j]].script;
-		RLCommand  *load = &cmds[n + ncmds++];
-
-		memset(load, 0, sizeof(*load));
-		set_arg(load, "SCRIPT", 6);
-		set_arg(load, "LOAD", 4);
-		set_arg(load, s->body, strlen(s->body));
-	}
-	for (int j = 0; j < nretry; j++)
-		cmds[n + ncmds++] = cmds[retry[j]];
-	again = palloc(sizeof(RLReply *) * ncmds);
-	if (!rl_exec(c, ncmds, cmds + n, again))
-		return false;
-	for (int j = 0; j < nretry; j++)
-		replies[retry[j]] = again[nretry + j];
-	return true;
+	return nretry == 0 || eval_again(c, evals, cmds, retry, nretry, replies);
 }
 
 /* Raises (or logs) the failure recorded on c. */
