@@ -1,0 +1,355 @@
+# FakeRedisson.pm — a test-side stand-in for a Java service using Redisson.
+#
+# It speaks to Redis over its own RESP connection and runs, with EVAL, the
+# Redisson Lua scripts transcribed in this directory (see README.md), with
+# the key names and arguments Redisson computes.  Owner ids are
+# "<client uuid>:<thread id>", as Redisson's getLockName(threadId).
+#
+# Used only by the multi-session tests in test/t/.  Nothing here is part of
+# the extension.
+#
+#   my $java = FakeRedisson->new(port => $redis->port);
+#   $java->try_lock('order:42', 1, 30000);     # undef = acquired, else ttl
+#   $java->unlock('order:42', 1);              # undef / 0 / 1 as Redisson
+#   my $sub = FakeRedisson::Conn->new(port => ...);
+#   $sub->subscribe(FakeRedisson::channel('order:42'));
+#   my $msg = $sub->next_message(10);          # [channel, payload] or undef
+
+use strict;
+use warnings;
+
+package FakeRedisson::Conn;
+
+use IO::Socket::INET;
+use IO::Socket::UNIX;
+use IO::Select;
+use Time::HiRes ();
+use Carp;
+
+# A minimal, binary-safe RESP2 client with bounded reads.
+sub new
+{
+	my ($class, %o) = @_;
+	my $sock;
+	if ($o{path})
+	{
+		$sock = IO::Socket::UNIX->new(Peer => $o{path}, Type => SOCK_STREAM)
+		  or croak "connect $o{path}: $!";
+	}
+	else
+	{
+		$sock = IO::Socket::INET->new(
+			PeerAddr => $o{host} // '127.0.0.1',
+			PeerPort => $o{port},
+			Proto    => 'tcp',
+			Timeout  => 5) or croak "connect port $o{port}: $@";
+	}
+	binmode $sock;
+	my $self = bless {
+		sock    => $sock,
+		buf     => '',
+		timeout => $o{timeout} // 30,
+	}, $class;
+	$self->cmd('AUTH', $o{password}) if defined $o{password};
+	return $self;
+}
+
+sub _fill
+{
+	my ($self, $deadline) = @_;
+	my $left = $deadline - Time::HiRes::time();
+	return 0 if $left <= 0;
+	my $sel = IO::Select->new($self->{sock});
+	return 0 unless $sel->can_read($left);
+	my $n = sysread($self->{sock}, my $chunk, 65536);
+	croak "redis connection closed" unless $n;
+	$self->{buf} .= $chunk;
+	return 1;
+}
+
+sub _line
+{
+	my ($self, $deadline) = @_;
+	while (1)
+	{
+		my $i = index($self->{buf}, "\r\n");
+		if ($i >= 0)
+		{
+			my $l = substr($self->{buf}, 0, $i);
+			substr($self->{buf}, 0, $i + 2, '');
+			return $l;
+		}
+		$self->_fill($deadline) or return undef;
+	}
+}
+
+sub _bytes
+{
+	my ($self, $n, $deadline) = @_;
+	while (length($self->{buf}) < $n + 2)
+	{
+		$self->_fill($deadline) or croak "timeout reading redis reply";
+	}
+	my $s = substr($self->{buf}, 0, $n);
+	substr($self->{buf}, 0, $n + 2, '');
+	return $s;
+}
+
+# Reads one reply.  Returns (1, value) or () on timeout.  Errors come back as
+# FakeRedisson::Error objects; nil as undef; arrays as array refs.
+sub _reply
+{
+	my ($self, $deadline) = @_;
+	my $l = $self->_line($deadline);
+	return () unless defined $l;
+	my ($t, $rest) = (substr($l, 0, 1), substr($l, 1));
+	return (1, $rest) if $t eq '+';
+	return (1, bless { msg => $rest }, 'FakeRedisson::Error') if $t eq '-';
+	return (1, 0 + $rest) if $t eq ':';
+	if ($t eq '$')
+	{
+		return (1, undef) if $rest < 0;
+		return (1, $self->_bytes($rest, $deadline));
+	}
+	if ($t eq '*')
+	{
+		return (1, undef) if $rest < 0;
+		my @a;
+		for (1 .. $rest)
+		{
+			my ($ok, $v) = $self->_reply($deadline);
+			croak "timeout reading redis array" unless $ok;
+			push @a, $v;
+		}
+		return (1, \@a);
+	}
+	croak "bad RESP type '$t'";
+}
+
+sub send_cmd
+{
+	my ($self, @args) = @_;
+	my $out = '*' . scalar(@args) . "\r\n";
+	for my $a (@args)
+	{
+		my $b = $a;
+		utf8::encode($b) if utf8::is_utf8($b);
+		$out .= '$' . length($b) . "\r\n" . $b . "\r\n";
+	}
+	my $off = 0;
+	while ($off < length $out)
+	{
+		my $n = syswrite($self->{sock}, $out, length($out) - $off, $off);
+		croak "write to redis: $!" unless defined $n;
+		$off += $n;
+	}
+}
+
+# Runs a command, returns its reply; dies on a Redis error reply unless
+# called as cmd_raw.
+sub cmd_raw
+{
+	my ($self, @args) = @_;
+	$self->send_cmd(@args);
+	my ($ok, $v) = $self->_reply(Time::HiRes::time() + $self->{timeout});
+	croak "timeout waiting for reply to $args[0]" unless $ok;
+	return $v;
+}
+
+sub cmd
+{
+	my ($self, @args) = @_;
+	my $v = $self->cmd_raw(@args);
+	croak "redis error for $args[0]: $v->{msg}"
+	  if ref $v eq 'FakeRedisson::Error';
+	return $v;
+}
+
+sub subscribe
+{
+	my ($self, @chans) = @_;
+	$self->send_cmd('SUBSCRIBE', @chans);
+	for (@chans)
+	{
+		my ($ok, $v) = $self->_reply(Time::HiRes::time() + $self->{timeout});
+		croak "no subscribe confirmation" unless $ok && ref $v eq 'ARRAY';
+	}
+}
+
+# Next pub/sub message within $timeout seconds: [channel, payload] or undef.
+sub next_message
+{
+	my ($self, $timeout) = @_;
+	my $deadline = Time::HiRes::time() + $timeout;
+	while (1)
+	{
+		my ($ok, $v) = $self->_reply($deadline);
+		return undef unless $ok;
+		return [ $v->[1], $v->[2] ]
+		  if ref $v eq 'ARRAY' && $v->[0] eq 'message';
+	}
+}
+
+sub close { my $self = shift; close $self->{sock} if $self->{sock}; delete $self->{sock}; }
+
+package FakeRedisson::Error;
+sub msg { $_[0]{msg} }
+
+package FakeRedisson;
+
+use File::Basename ();
+use Time::HiRes ();
+use Carp;
+
+my $DIR = File::Basename::dirname(__FILE__);
+my %SCRIPT;
+
+sub script
+{
+	my ($name) = @_;
+	return $SCRIPT{$name} //= do
+	{
+		my $f = "$DIR/$name.lua";
+		open my $fh, '<', $f or croak "$f: $!";
+		local $/;
+		<$fh>;
+	};
+}
+
+sub script_path { return "$DIR/$_[0].lua"; }
+
+# RedissonObject.prefixName: "prefix:{name}", or "prefix:name" when the
+# name already contains "{".
+sub prefix_name
+{
+	my ($prefix, $name) = @_;
+	return "$prefix:$name" if index($name, '{') >= 0;
+	return "$prefix:{$name}";
+}
+sub channel     { prefix_name('redisson_lock__channel', $_[0]) }
+sub queue_key   { prefix_name('redisson_lock_queue',    $_[0]) }
+sub timeout_key { prefix_name('redisson_lock_timeout',  $_[0]) }
+sub token_key   { prefix_name('redisson_lock_token',    $_[0]) }
+sub latch_key   { prefix_name('redisson_unlock_latch', $_[0]) . ':' . $_[1] }
+# the channel a fair waiter of $owner subscribes to
+sub fair_channel { channel($_[0]) . ':' . $_[1] }
+
+sub now_ms { int(Time::HiRes::time() * 1000) }
+
+my $req_seq = 0;
+
+sub new
+{
+	my ($class, %o) = @_;
+	my $uuid = $o{uuid} // sprintf('%08x-%04x-4%03x-a%03x-%012x',
+		int(rand(2**32)), int(rand(2**16)), int(rand(2**12)),
+		int(rand(2**12)), int(rand(2**48)));
+	my %c = map { $_ => $o{$_} } grep { exists $o{$_} } qw(host port path password);
+	return bless {
+		uuid  => $uuid,
+		conn  => FakeRedisson::Conn->new(%c),
+		copts => \%c,
+		lease => $o{lease} // 30000,          # lockWatchdogTimeout
+		fair_wait => $o{fair_wait} // 300000, # fairLockWaitTimeout
+	}, $class;
+}
+
+sub uuid  { $_[0]{uuid} }
+sub conn  { $_[0]{conn} }
+sub owner { my ($self, $thread) = @_; return "$self->{uuid}:$thread"; }
+
+# A new connection to the same server (e.g. for SUBSCRIBE).
+sub new_conn { my $self = shift; FakeRedisson::Conn->new(%{ $self->{copts} }); }
+
+sub eval_script
+{
+	my ($self, $name, $keys, $args) = @_;
+	return $self->{conn}->cmd('EVAL', script($name), scalar(@$keys), @$keys, @$args);
+}
+
+# RLock.tryLock one attempt (tryLockInnerAsync EVAL_LONG):
+# undef = acquired, else the lock's pttl.
+sub try_lock
+{
+	my ($self, $name, $thread, $lease) = @_;
+	return $self->eval_script('lock_try', [$name],
+		[ $lease // $self->{lease}, $self->owner($thread) ]);
+}
+
+# RLock.unlock: undef = not held by this thread, 0 = still held, 1 = released.
+sub unlock
+{
+	my ($self, $name, $thread, $lease) = @_;
+	my $req = 'req' . $$ . '-' . (++$req_seq);
+	my $latch = latch_key($name, $req);
+	my $r = $self->eval_script('lock_unlock',
+		[ $name, channel($name), $latch ],
+		[ 0, $lease // $self->{lease}, $self->owner($thread), 'publish', 10000 ]);
+	$self->{conn}->cmd('DEL', $latch);
+	return $r;
+}
+
+sub force_unlock
+{
+	my ($self, $name) = @_;
+	return $self->eval_script('lock_force_unlock', [ $name, channel($name) ],
+		[ 0, 'publish' ]);
+}
+
+# Watchdog renewal for ([name, thread], ...): array ref of 1/0.
+sub renew
+{
+	my ($self, $lease, @pairs) = @_;
+	return $self->eval_script('lock_renew', [ map { $_->[0] } @pairs ],
+		[ $lease // $self->{lease}, map { $self->owner($_->[1]) } @pairs ]);
+}
+
+# RFencedLock one attempt: (ttl, token): ttl -1 = acquired.
+sub fenced_try_lock
+{
+	my ($self, $name, $thread, $lease) = @_;
+	my $r = $self->eval_script('fenced_try', [ $name, token_key($name) ],
+		[ $lease // $self->{lease}, $self->owner($thread) ]);
+	return @$r;
+}
+
+# Fair RLock one attempt: undef = acquired, else ttl (and queued).
+sub fair_try_lock
+{
+	my ($self, $name, $thread, $lease, $wait) = @_;
+	return $self->eval_script('fair_try',
+		[ $name, queue_key($name), timeout_key($name) ],
+		[ $lease // $self->{lease}, $self->owner($thread),
+		  $wait // $self->{fair_wait}, now_ms() ]);
+}
+
+sub fair_unlock
+{
+	my ($self, $name, $thread, $lease) = @_;
+	my $req = 'req' . $$ . '-' . (++$req_seq);
+	my $latch = latch_key($name, $req);
+	my $r = $self->eval_script('fair_unlock',
+		[ $name, queue_key($name), timeout_key($name), channel($name), $latch ],
+		[ 0, $lease // $self->{lease}, $self->owner($thread), now_ms(),
+		  'publish', 10000 ]);
+	$self->{conn}->cmd('DEL', $latch);
+	return $r;
+}
+
+sub fair_acquire_failed
+{
+	my ($self, $name, $thread, $wait) = @_;
+	return $self->eval_script('fair_acquire_failed',
+		[ queue_key($name), timeout_key($name) ],
+		[ $self->owner($thread), $wait // $self->{fair_wait} ]);
+}
+
+sub fair_force_unlock
+{
+	my ($self, $name) = @_;
+	return $self->eval_script('fair_force_unlock',
+		[ $name, queue_key($name), timeout_key($name), channel($name) ],
+		[ 0, now_ms(), 'publish' ]);
+}
+
+1;

@@ -1,0 +1,387 @@
+#!/usr/bin/env bash
+# Runs every redislock test on a Debian 12 machine, from nothing:
+#   installs missing packages, builds and installs the extension, starts a
+#   throwaway redis-server, runs pg_regress (sql/, expected/) against a
+#   temporary PostgreSQL instance, then the multi-session TAP tests
+#   (test/t/*.pl; each starts its own Redis and PostgreSQL through
+#   test/lib/RedisLockTest.pm).  Stops everything it started, exits non-zero
+#   if anything failed, and ends with the line
+#       redislock: N passed, M failed
+#   (N, M count pg_regress tests plus TAP test files).
+#
+# Usage: bash test/run-all.sh [--regress-only | --tap-only] [--no-deps]
+#                             [--no-build] [TAP files...]
+#   TAP files: names or paths of test/t/*.pl files to run instead of all.
+# Environment:
+#   REDISLOCK_KEEP=1             keep the work dir (and TAP data dirs)
+#   REDISLOCK_TAP_TIMEOUT=600    seconds per TAP file
+#   REDISLOCK_REGRESS_TIMEOUT=600  seconds for pg_regress
+#
+# PostgreSQL refuses to run as root, so when run as root every server and
+# test runs as the "postgres" user in a postgres-owned copy of sql/,
+# expected/, lua/ and test/ (the repo itself may be unreadable to postgres).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PGBIN=/usr/lib/postgresql/15/bin
+PG_CONFIG=$PGBIN/pg_config
+PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
+PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
+PG_PERL_LIB=$PGXS_DIR/src/test/perl
+TAP_TIMEOUT=${REDISLOCK_TAP_TIMEOUT:-600}
+REGRESS_TIMEOUT=${REDISLOCK_REGRESS_TIMEOUT:-600}
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+
+DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1
+TAP_ARGS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --regress-only) DO_TAP=0 ;;
+        --tap-only) DO_REGRESS=0 ;;
+        --no-deps) DO_DEPS=0 ;;
+        --no-build) DO_BUILD=0 ;;
+        -h|--help) usage; exit 0 ;;
+        -*) echo "run-all: unknown option $1" >&2; usage >&2; exit 2 ;;
+        *) TAP_ARGS+=("$1") ;;
+    esac
+    shift
+done
+
+PASSED=0
+FAILED=0
+FAILED_NAMES=()
+WORK=
+REDIS_PID=
+CHILD=
+SUMMARY_PRINTED=0
+
+log() { printf '\n=== run-all: %s\n' "$*"; }
+
+# --- who runs the servers --------------------------------------------------
+if [ "$(id -u)" -eq 0 ]; then
+    RUN_USER=postgres
+    PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
+    # setpriv execs (no lingering parent), so $! is the real server pid.
+    AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups
+           env HOME="${PG_HOME:-/tmp}" USER=postgres LOGNAME=postgres)
+    SUDO=()
+else
+    RUN_USER=$(id -un)
+    AS_PG=(env)
+    SUDO=(sudo)
+fi
+
+free_port() {
+    # Random port above the ephemeral range and PostgreSQL::Test's range,
+    # that can be bound on 127.0.0.1 right now.
+    perl -MIO::Socket::INET -e '
+        for (1 .. 1000) {
+            my $p = 61000 + int(rand(4000));
+            next if grep { $_ == $p } @ARGV;
+            my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1",
+                LocalPort => $p, Listen => 1, ReuseAddr => 1) or next;
+            close $s; print "$p\n"; exit 0;
+        }
+        exit 1' -- "$@"
+}
+
+# Run a command in the background and wait for it, so that a trapped
+# INT/TERM interrupts the wait at once (bash defers traps during a
+# foreground command).
+run_waited() {
+    "$@" &
+    CHILD=$!
+    local rc=0
+    wait "$CHILD" || rc=$?
+    CHILD=
+    return "$rc"
+}
+
+# run_logged FILE CMD...: run_waited, showing the output live and copying it
+# to FILE; returns only once the copy is complete (bounded), so that later
+# output does not interleave with it.
+run_logged() {
+    local out=$1 rc=0 tee_pid i
+    shift
+    exec 4> >(tee "$out")
+    tee_pid=$!
+    run_waited "$@" >&4 2>&1 || rc=$?
+    exec 4>&-
+    # tee ends when every writer is gone; a leftover daemon holding the pipe
+    # must not stall us.
+    for i in $(seq 1 50); do kill -0 "$tee_pid" 2>/dev/null || break; sleep 0.1; done
+    kill "$tee_pid" 2>/dev/null || true
+    return "$rc"
+}
+
+summary() {
+    [ "$SUMMARY_PRINTED" = 1 ] && return
+    SUMMARY_PRINTED=1
+    if [ ${#FAILED_NAMES[@]} -gt 0 ]; then
+        echo
+        echo "run-all: FAILED: ${FAILED_NAMES[*]}"
+    fi
+    echo "redislock: $PASSED passed, $FAILED failed"
+}
+
+stop_redis_pid() {
+    # TERM, wait (bounded), then KILL; only if the pid still is a redis-server.
+    local pid=$1 i
+    [ -n "$pid" ] || return 0
+    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in redis-server*|redis-check*) ;; *) return 0 ;; esac
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for i in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT INT TERM HUP
+    # The running step (prove / pg_regress under timeout): timeout forwards
+    # TERM to its whole process group.
+    if [ -n "$CHILD" ]; then
+        kill -TERM "$CHILD" 2>/dev/null
+        for _ in $(seq 1 150); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$CHILD" 2>/dev/null
+        wait "$CHILD" 2>/dev/null
+    fi
+    stop_redis_pid "$REDIS_PID"
+    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+        # Anything a test left running under the work dir: postmasters
+        # (pg_ctl setsid()s them, so no process-group kill reaches them) and
+        # redis-servers (pidfile in their directory).
+        local f pid
+        while IFS= read -r f; do
+            pid=$(head -n1 "$f" 2>/dev/null)
+            # A crashed node leaves a stale pidfile: only a live postmaster
+            # of that very data dir is ours.
+            if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$(dirname "$f")"; then
+                echo "run-all: stopping leftover postmaster $pid ($(dirname "$f"))"
+                "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$(dirname "$f")" -m immediate -t 30 stop >/dev/null 2>&1 \
+                    || kill -KILL "$pid" 2>/dev/null
+            fi
+        done < <(find "$WORK" -name postmaster.pid 2>/dev/null)
+        while IFS= read -r f; do
+            pid=$(head -n1 "$f" 2>/dev/null)
+            # redis-server runs in its own dir: checks the pid is that server.
+            if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(dirname "$f")" ]; then
+                echo "run-all: stopping leftover redis-server $pid ($(dirname "$f"))"
+                stop_redis_pid "$pid"
+            fi
+        done < <(find "$WORK" -name 'redis*.pid' 2>/dev/null)
+        if [ "${REDISLOCK_KEEP:-0}" = 1 ]; then
+            echo "run-all: work dir kept: $WORK"
+        else
+            rm -rf "$WORK"
+            [ "$FAILED" -gt 0 ] && echo "run-all: (REDISLOCK_KEEP=1 keeps the work dir for inspection)"
+        fi
+    fi
+    if [ "$rc" -ne 0 ] && { [ "$FAILED" -eq 0 ] || [ "$rc" -gt 128 ]; }; then
+        # Died outside a counted test (build, setup, interrupt): still a failure.
+        FAILED=$((FAILED + 1))
+        FAILED_NAMES+=("run-all(exit $rc)")
+    fi
+    summary
+    [ "$FAILED" -gt 0 ] && exit 1
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "run-all: interrupted" >&2; exit 130' INT
+trap 'echo "run-all: terminated" >&2; exit 143' TERM HUP
+
+# --- 1. dependencies -------------------------------------------------------
+if [ "$DO_DEPS" = 1 ]; then
+    log "installing missing packages"
+    bash "$ROOT/test/setup-deps.sh"
+fi
+
+# --- 2. build and install ----------------------------------------------------
+if [ "$DO_BUILD" = 1 ]; then
+    if [ ! -f "$ROOT/Makefile" ]; then
+        if [ "$DO_REGRESS" = 0 ]; then
+            log "WARNING: no Makefile in $ROOT: extension not built; running TAP tests anyway"
+        else
+            echo "run-all: no Makefile in $ROOT: the extension source is missing, nothing to build" >&2
+            FAILED_NAMES+=("build")
+            FAILED=$((FAILED + 1))
+            exit 1
+        fi
+    else
+        log "building (make clean; make; make install)"
+        if ! { make -C "$ROOT" PG_CONFIG="$PG_CONFIG" clean &&
+               make -C "$ROOT" PG_CONFIG="$PG_CONFIG" &&
+               "${SUDO[@]}" make -C "$ROOT" PG_CONFIG="$PG_CONFIG" install; }; then
+            echo "run-all: BUILD FAILED" >&2
+            FAILED_NAMES+=("build")
+            FAILED=$((FAILED + 1))
+            exit 1
+        fi
+    fi
+fi
+
+# --- 3. work dir owned by the server user ------------------------------------
+WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
+for d in sql expected lua test; do
+    [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
+done
+mkdir -p "$WORK/regress" "$WORK/redis"
+[ "$(id -u)" -eq 0 ] && chown -R "$RUN_USER:" "$WORK"
+cd "$WORK"
+log "work dir $WORK (servers run as $RUN_USER)"
+
+# --- 4. pg_regress ---------------------------------------------------------------
+regress_list() {
+    local out
+    # Preferred: the Makefile says which tests (target regress-list).
+    if out=$(make -s -C "$ROOT" PG_CONFIG="$PG_CONFIG" regress-list 2>/dev/null) && [ -n "${out//[[:space:]]/}" ]; then
+        echo $out; return
+    fi
+    # Makefile without that target: print its $(REGRESS) through an extra makefile.
+    if [ -f "$ROOT/Makefile" ] &&
+       out=$(make -s -C "$ROOT" PG_CONFIG="$PG_CONFIG" -f Makefile \
+                 -f <(printf 'redislock-print-regress:\n\t@echo $(REGRESS)\n') \
+                 redislock-print-regress 2>/dev/null) && [ -n "${out//[[:space:]]/}" ]; then
+        echo $out; return
+    fi
+    # Last resort: every pg_regress input except the install scripts.
+    local f
+    for f in "$ROOT"/sql/*.sql; do
+        [ -e "$f" ] || continue
+        case "$(basename "$f")" in redislock--*) continue ;; esac
+        basename "$f" .sql
+    done | tr '\n' ' '
+}
+
+start_redis() {
+    local port=$1 i
+    run_redis=("${AS_PG[@]}" redis-server --port "$port" --bind 127.0.0.1 --save ''
+               --appendonly no --daemonize no --dir "$WORK/redis"
+               --pidfile "$WORK/redis/redis.pid" --logfile "$WORK/redis/redis.log")
+    "${run_redis[@]}" &
+    REDIS_PID=$!
+    for i in $(seq 1 200); do    # up to ~20 s
+        if [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; then return 0; fi
+        if ! kill -0 "$REDIS_PID" 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    echo "run-all: redis-server on port $port did not come up:" >&2
+    tail -n 20 "$WORK/redis/redis.log" >&2 || true
+    return 1
+}
+
+run_regress() {
+    local tests
+    tests=$(regress_list)
+    if [ -z "${tests//[[:space:]]/}" ]; then
+        log "WARNING: no pg_regress tests found (no regress-list target, no REGRESS, no sql/*.sql)"
+        return 0
+    fi
+    local rport pgport
+    rport=$(free_port)
+    pgport=$(free_port "$rport")
+    log "starting redis-server on 127.0.0.1:$rport"
+    if ! start_redis "$rport"; then
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("regress(redis start)"); return 0
+    fi
+    cat > "$WORK/regress/redislock.conf" <<EOF
+shared_preload_libraries = 'redislock'
+redislock.url = 'redis://127.0.0.1:$rport'
+EOF
+    [ "$(id -u)" -eq 0 ] && chown "$RUN_USER:" "$WORK/regress/redislock.conf"
+
+    log "pg_regress: $tests"
+    local rc=0
+    # shellcheck disable=SC2086  # the test list is meant to split
+    run_logged "$WORK/regress/pg_regress.stdout" \
+        timeout -k 10 "$REGRESS_TIMEOUT" "${AS_PG[@]}" "$PG_REGRESS" \
+        --temp-instance="$WORK/regress/tmp_instance" \
+        --temp-config="$WORK/regress/redislock.conf" \
+        --port="$pgport" \
+        --inputdir="$WORK" --outputdir="$WORK/regress" \
+        --bindir="$PGBIN" --dbname=contrib_regression \
+        $tests || rc=$?
+
+    stop_redis_pid "$REDIS_PID"; REDIS_PID=
+
+    # Count per test from pg_regress' own lines: "test foo ... ok" /
+    # "     foo ... FAILED" / "... failed (ignored)".
+    local ok bad
+    ok=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +ok( |$)' "$WORK/regress/pg_regress.stdout" || true)
+    bad=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +(FAILED|failed)' "$WORK/regress/pg_regress.stdout" || true)
+    if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        # pg_regress died before judging tests (initdb, server start, timeout):
+        # every test not reported ok failed.
+        local n; n=$(echo $tests | wc -w)
+        bad=$(( n > ok ? n - ok : 1 ))
+        [ "$rc" -eq 124 ] && echo "run-all: pg_regress timed out after ${REGRESS_TIMEOUT}s" >&2
+    fi
+    PASSED=$((PASSED + ok)); FAILED=$((FAILED + bad))
+    if [ "$rc" -ne 0 ] || [ "$bad" -ne 0 ]; then
+        FAILED_NAMES+=("pg_regress")
+        if [ -s "$WORK/regress/regression.diffs" ]; then
+            log "regression.diffs"
+            cat "$WORK/regress/regression.diffs"
+        fi
+        if [ -f "$WORK/regress/log/postmaster.log" ]; then
+            log "tail of postmaster.log"
+            tail -n 40 "$WORK/regress/log/postmaster.log"
+        fi
+        log "tail of redis.log"
+        tail -n 20 "$WORK/redis/redis.log" 2>/dev/null || true
+    fi
+}
+
+# --- 5. TAP ------------------------------------------------------------------------
+run_tap() {
+    local files=() f b
+    if [ ${#TAP_ARGS[@]} -gt 0 ]; then
+        for f in "${TAP_ARGS[@]}"; do
+            b=$(basename "$f")
+            [ -f "$WORK/test/t/$b" ] || { echo "run-all: no such TAP test: $f" >&2; FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b(missing)"); continue; }
+            files+=("test/t/$b")
+        done
+    else
+        for f in "$WORK"/test/t/*.pl; do
+            [ -e "$f" ] && files+=("test/t/$(basename "$f")")
+        done
+    fi
+    if [ ${#files[@]} -eq 0 ]; then
+        log "WARNING: no TAP tests to run"
+        return 0
+    fi
+    local env=(PATH="$PGBIN:$PATH" TESTDIR="$WORK" PG_REGRESS="$PG_REGRESS"
+               PERL5LIB="$WORK/test/lib:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
+               REDISLOCK_TEST_WORKDIR="$WORK")
+    [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)
+    for f in "${files[@]}"; do
+        b=$(basename "$f" .pl)
+        log "TAP $f"
+        local rc=0
+        run_logged "$WORK/tap_$b.out" \
+            timeout -k 10 "$TAP_TIMEOUT" "${AS_PG[@]}" "${env[@]}" \
+            prove -v -I "$WORK/test/lib" -I "$PG_PERL_LIB" "$f" || rc=$?
+        if [ "$rc" -eq 0 ]; then
+            PASSED=$((PASSED + 1))
+        else
+            FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b")
+            [ "$rc" -eq 124 ] && echo "run-all: $f timed out after ${TAP_TIMEOUT}s" >&2
+            local lg
+            for lg in "$WORK/tmp_check/log/regress_log_$b" "$WORK"/tmp_check/log/"${b}"_*.log \
+                      "$WORK"/tmp_check/log/redis_"${b}"_*.log; do
+                [ -f "$lg" ] || continue
+                log "tail of ${lg#"$WORK"/}"
+                tail -n 60 "$lg"
+            done
+        fi
+    done
+}
+
+if [ "$DO_REGRESS" = 1 ]; then run_regress; fi
+if [ "$DO_TAP" = 1 ]; then run_tap; fi
+
+[ "$FAILED" -eq 0 ]
