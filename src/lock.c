@@ -75,7 +75,7 @@ typedef struct Attempt
 } Attempt;
 
 static HTAB *local_locks = NULL;
-static bool settle_needed = false;
+static int	npending = 0;		/* entries that are dirty or queued */
 static XactHold *xact_holds = NULL;
 static int	nxact_holds = 0;
 static int	max_xact_holds = 0;
@@ -201,11 +201,19 @@ publish(LocalLock *ll, bool fresh, bool renewed)
 	rl_registry_publish(ll->slot, &info);
 }
 
+/* Sets ll's flags, keeping count of entries that need settling. */
+static void
+set_flags(LocalLock *ll, bool dirty, bool queued)
+{
+	npending += (int) (dirty || queued) - (int) (ll->dirty || ll->queued);
+	ll->dirty = dirty;
+	ll->queued = queued;
+}
+
 static void
 mark_dirty(LocalLock *ll)
 {
-	ll->dirty = true;
-	settle_needed = true;
+	set_flags(ll, true, ll->queued);
 }
 
 static char *
@@ -302,8 +310,7 @@ settle_locks(int n, LocalLock **locks, bool quiet)
 	}
 	for (int i = 0; i < n; i++)
 	{
-		locks[i]->dirty = false;
-		locks[i]->queued = false;
+		set_flags(locks[i], false, false);
 		forget_if_unused(locks[i]);
 	}
 	return true;
@@ -318,15 +325,14 @@ settle(bool quiet)
 	LocalLock **locks;
 	int			n = 0;
 
-	if (!settle_needed || local_locks == NULL)
+	if (npending == 0)
 		return;
 	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(local_locks), 1));
 	hash_seq_init(&seq, local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 		if (ll->dirty || ll->queued)
 			locks[n++] = ll;
-	if (settle_locks(n, locks, quiet))
-		settle_needed = false;
+	(void) settle_locks(n, locks, quiet);
 }
 
 /* settle_locks() from a path that must not throw: abort, commit, exit. */
@@ -371,7 +377,7 @@ release_at_exit(int code, Datum arg)
 	{
 		ll->session_holds = 0;
 		ll->xact_holds = 0;
-		ll->dirty = true;
+		mark_dirty(ll);
 		locks[n++] = ll;
 	}
 	settle_locks_quietly(n, locks);
@@ -380,6 +386,31 @@ release_at_exit(int code, Datum arg)
 	hash_seq_init(&seq, local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 		rl_registry_orphan(ll->slot);
+}
+
+/*
+ * Runs one script on the command connection and returns its reply; Redis
+ * failures and error replies are raised. Once Redis has answered, the
+ * outcome is known, so a lock marked dirty for this call is clean again.
+ */
+static RLReply *
+eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending)
+{
+	RLReply    *r;
+
+	if (!rl_eval(&rl_cmd_conn, 1, e, &r))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_report(&rl_cmd_conn, ERROR);
+	}
+	if (pending)
+		set_flags(pending, false, pending->queued);
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_reply_error(r, what, name);
+	}
+	return r;
 }
 
 /* Runs one acquisition attempt; raises on failure. */
@@ -406,10 +437,7 @@ attempt(LocalLock *ll, const LockKeys *k, int64 lease_ms, int32 target,
 		e.args[3] = int64_arg(rl_fair_wait_timeout);
 		e.args[4] = enqueue ? "1" : "0";
 		if (enqueue)
-		{
-			ll->queued = true;
-			settle_needed = true;
-		}
+			set_flags(ll, ll->dirty, true);
 	}
 	else
 	{
@@ -421,17 +449,7 @@ attempt(LocalLock *ll, const LockKeys *k, int64 lease_ms, int32 target,
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	mark_dirty(ll);
-	if (!rl_eval(&rl_cmd_conn, 1, &e, &r))
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		rl_report(&rl_cmd_conn, ERROR);
-	}
-	ll->dirty = false;
-	if (r->type == REDIS_REPLY_ERROR)
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		rl_reply_error(r, "acquire", k->name);
-	}
+	r = eval_one(&e, "acquire", k->name, ll);
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
@@ -443,7 +461,7 @@ attempt(LocalLock *ll, const LockKeys *k, int64 lease_ms, int32 target,
 	{
 		out->token = r->element[1]->integer;
 		out->fresh = r->elements > 2 && r->element[2]->integer == 1;
-		ll->queued = false;
+		set_flags(ll, ll->dirty, false);
 	}
 	else
 	{
@@ -485,7 +503,7 @@ leave_queue_quietly(LocalLock *ll)
 	HOLD_INTERRUPTS();
 	old = MemoryContextSwitchTo(cleanup_context);
 	if (trim_in_redis(1, &ll, &keep, &before, true))
-		ll->queued = false;
+		set_flags(ll, ll->dirty, false);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(cleanup_context);
 	RESUME_INTERRUPTS();
@@ -554,7 +572,7 @@ wait_for_lock(LocalLock *ll, const LockKeys *k, const RLAcquireRequest *req,
 
 		if (!trim_in_redis(1, &ll, &keep, &before, false))
 			rl_report(&rl_cmd_conn, ERROR);
-		ll->queued = false;
+		set_flags(ll, ll->dirty, false);
 	}
 	if (!acquired && by_lock_timeout)
 		ereport(ERROR,
@@ -645,7 +663,7 @@ confirm_on_replicas(LocalLock *ll, int32 target)
 
 	mark_dirty(ll);
 	if (trim_in_redis(1, &ll, &keep, &before, true))
-		ll->dirty = false;
+		set_flags(ll, false, ll->queued);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("redis lock \"%s\" was not confirmed by %d replicas",
@@ -791,7 +809,6 @@ rl_lock_force_release(const char *name)
 {
 	LockKeys	k;
 	RLEval		e;
-	RLReply    *r;
 
 	settle(false);
 	build_keys(&k, name);
@@ -801,11 +818,7 @@ rl_lock_force_release(const char *name)
 	e.keys[0] = name;
 	e.keys[1] = k.channel;
 	e.keys[2] = k.queue;
-	if (!rl_eval(&rl_cmd_conn, 1, &e, &r))
-		rl_report(&rl_cmd_conn, ERROR);
-	if (r->type == REDIS_REPLY_ERROR)
-		rl_reply_error(r, "force-release", name);
-	return r->integer == 1;
+	return eval_one(&e, "force-release", name, NULL)->integer == 1;
 }
 
 bool
@@ -835,10 +848,7 @@ rl_lock_status(const char *name, RLStatus *st)
 	e.keys[0] = name;
 	e.keys[1] = k.queue;
 	e.keys[2] = k.token;
-	if (!rl_eval(&rl_cmd_conn, 1, &e, &r))
-		rl_report(&rl_cmd_conn, ERROR);
-	if (r->type == REDIS_REPLY_ERROR)
-		rl_reply_error(r, "read", name);
+	r = eval_one(&e, "read", name, NULL);
 
 	memset(st, 0, sizeof(*st));
 	hash = r->element[0];

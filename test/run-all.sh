@@ -102,7 +102,7 @@ run_waited() {
 # to FILE; returns only once the copy is complete (bounded), so that later
 # output does not interleave with it.
 run_logged() {
-    local out=$1 rc=0 tee_pid i
+    local out=$1 rc=0 tee_pid
     shift
     exec 4> >(tee "$out")
     tee_pid=$!
@@ -110,7 +110,7 @@ run_logged() {
     exec 4>&-
     # tee ends when every writer is gone; a leftover daemon holding the pipe
     # must not stall us.
-    for i in $(seq 1 50); do kill -0 "$tee_pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 50); do kill -0 "$tee_pid" 2>/dev/null || break; sleep 0.1; done
     kill "$tee_pid" 2>/dev/null || true
     return "$rc"
 }
@@ -127,11 +127,11 @@ summary() {
 
 stop_redis_pid() {
     # TERM, wait (bounded), then KILL; only if the pid still is a redis-server.
-    local pid=$1 i
+    local pid=$1
     [ -n "$pid" ] || return 0
     case "$(cat "/proc/$pid/comm" 2>/dev/null)" in redis-server*|redis-check*) ;; *) return 0 ;; esac
     kill -TERM "$pid" 2>/dev/null || return 0
-    for i in $(seq 1 100); do
+    for _ in $(seq 1 100); do
         kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.1
     done
@@ -258,13 +258,13 @@ regress_list() {
 }
 
 start_redis() {
-    local port=$1 i
+    local port=$1
     run_redis=("${AS_PG[@]}" redis-server --port "$port" --bind 127.0.0.1 --save ''
                --appendonly no --daemonize no --dir "$WORK/redis"
                --pidfile "$WORK/redis/redis.pid" --logfile "$WORK/redis/redis.log")
     "${run_redis[@]}" &
     REDIS_PID=$!
-    for i in $(seq 1 200); do    # up to ~20 s
+    for _ in $(seq 1 200); do    # up to ~20 s
         if [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; then return 0; fi
         if ! kill -0 "$REDIS_PID" 2>/dev/null; then break; fi
         sleep 0.1

@@ -135,7 +135,7 @@ psql_() { "${AS_PG[@]}" "$PGBIN/psql" -X -h "$DIR" -p "$PGPORT" -U postgres -d p
 psql_ -q -c 'CREATE EXTENSION redislock'
 
 # --- demo: two sessions, one lock ------------------------------------------------
-A_PID= B_PID=
+A_PID='' B_PID=''
 demo_cleanup() {
     local rc=$?
     # Only the demo's psql clients; the servers stay up on purpose.
@@ -200,7 +200,7 @@ echo "SELECT 'A released: ' || redis_lock_release('$LOCK');" >&3
 wait_for 35 "B to return" gone "$B_PID"
 wait "$B_PID" || true
 B_PID=
-echo "B> returned $(cat "$DIR/b.out")  ($(( $(now_ms) - t0 )) ms after A's release was sent)"
+echo "B> returned $(cat "$DIR/b.out")  ($(( $(now_ms) - t0 )) ms after A's release was sent; polled every 100 ms)"
 echo '\q' >&3
 exec 3>&-
 wait_for 20 "A's psql to exit" gone "$A_PID"
