@@ -10,7 +10,9 @@
 #include <limits.h>
 
 #include "fmgr.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "tcop/tcopprot.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
@@ -32,6 +34,7 @@ bool		rl_verify_on_commit = true;
 int			rl_sync_replicas = 0;
 uint64		rl_settings_generation = 1;
 
+static emit_log_hook_type prev_emit_log_hook = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -52,6 +55,93 @@ static void
 assign_connection_setting(const char *newval, void *extra)
 {
 	rl_settings_generation++;
+}
+
+/*
+ * Copies msg, replacing the password of every "scheme://user:password@" in
+ * it with "***".
+ */
+static char *
+mask_url_passwords(const char *msg)
+{
+	StringInfoData out;
+	const char *p = msg;
+
+	initStringInfo(&out);
+	for (;;)
+	{
+		const char *scheme = strstr(p, "://");
+		const char *auth;
+		const char *at;
+		const char *colon;
+
+		if (scheme == NULL)
+			break;
+		auth = scheme + 3;
+		at = auth + strcspn(auth, "@/\" ");
+		colon = memchr(auth, ':', at - auth);
+		if (*at != '@' || colon == NULL)
+		{
+			appendBinaryStringInfo(&out, p, auth - p);
+			p = auth;
+			continue;
+		}
+		appendBinaryStringInfo(&out, p, colon + 1 - p);
+		appendStringInfoString(&out, "***");
+		p = at;
+	}
+	appendStringInfoString(&out, p);
+	return out.data;
+}
+
+/*
+ * Copies msg with the first quoted string after needle (itself possibly
+ * quoted) replaced by "***".
+ */
+static char *
+mask_quoted_after(const char *msg, const char *needle)
+{
+	const char *name = strstr(msg, needle);
+	const char *open;
+	const char *close;
+
+	if (name == NULL)
+		return pstrdup(msg);
+	open = name + strlen(needle);
+	if (*open == '"')			/* the quote closing a quoted name */
+		open++;
+	open += strcspn(open, "'\"");
+	if (*open == '\0')
+		return pstrdup(msg);
+	close = strchr(open + 1, *open);
+	return psprintf("%.*s***%s", (int) (open + 1 - msg), msg,
+					close ? close : "");
+}
+
+static bool
+mentions_secret(const char *text)
+{
+	return text != NULL &&
+		(strstr(text, "redislock.password") != NULL ||
+		 (strstr(text, "redislock.url") != NULL && strchr(text, '@') != NULL));
+}
+
+/*
+ * PostgreSQL logs every changed setting on reload, value included, quotes
+ * rejected values in errors, and may log statements. Hide the value of
+ * redislock.password and the password inside redislock.url wherever a
+ * message mentions them, and leave out the statement text of such reports.
+ */
+static void
+redact_secrets(ErrorData *edata)
+{
+	if (mentions_secret(edata->message))
+		edata->message = mask_quoted_after(mask_url_passwords(edata->message),
+										   "redislock.password");
+	if (mentions_secret(debug_query_string))
+		edata->hide_stmt = true;
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
 }
 
 static void
@@ -161,6 +251,9 @@ _PG_init(void)
 		shmem_startup_hook = shmem_startup;
 		rl_worker_register();
 	}
+
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = redact_secrets;
 
 	rl_lock_init();
 }

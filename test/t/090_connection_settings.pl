@@ -1,0 +1,100 @@
+# redislock.url in all its forms: a unix socket, a database number, an ACL
+# user with a password (also %-encoded), redislock.password overriding the
+# URL's, and switching servers with a reload. The password never shows.
+use strict;
+use warnings;
+use Test::More;
+use File::Temp qw(tempdir);
+use RedisLockTest;
+
+# a short path: unix socket paths are limited to about 100 bytes
+my $sock = tempdir('rlsockXXXX', TMPDIR => 1, CLEANUP => 1) . '/redis.sock';
+my $redis = RedisLockTest::Redis->new(extra => [
+    "unixsocket $sock",
+    'unixsocketperm 777',
+    'user default on nopass ~* &* +@all',
+    'user locker on >s3cr%t ~* &* +@all',
+]);
+my $port = $redis->port;
+my $node = RedisLockTest::node('connsettings', $redis);
+my $s = RedisLockTest::Session->new($node);
+
+sub use_url
+{
+    my ($url, $password) = @_;
+    $node->append_conf('postgresql.conf', "redislock.url = '$url'\n"
+        . "redislock.password = '" . ($password // '') . "'\n");
+    $node->reload;
+    # a new session sees the reloaded settings for certain
+    $s->close;
+    $s = RedisLockTest::Session->new($node);
+}
+
+sub holds_in_db
+{
+    my ($db, $name) = @_;
+    return $redis->cli('-n', $db, 'HEXISTS', $name, $s->query('SELECT redis_lock_owner_id()'));
+}
+
+# unix socket
+use_url("unix://$sock");
+is($s->query("SELECT redis_lock_acquire('conn:unix', '0')"), 't', 'acquire over a unix socket');
+is(holds_in_db(0, 'conn:unix'), 1, 'the lock is in Redis db 0');
+is($s->query("SELECT redis_lock_release('conn:unix')"), 't', 'release over a unix socket');
+
+# unix socket with a database number
+use_url("unix://$sock?db=3");
+is($s->query("SELECT redis_lock_acquire('conn:unixdb', '0')"), 't', 'acquire over a unix socket, db 3');
+is(holds_in_db(3, 'conn:unixdb'), 1, 'the lock is in db 3');
+is($redis->cli('-n', 0, 'EXISTS', 'conn:unixdb'), 0, 'and not in db 0');
+$s->query("SELECT redis_lock_release('conn:unixdb')");
+
+# TCP with a database number
+use_url("redis://127.0.0.1:$port/2");
+is($s->query("SELECT redis_lock_acquire('conn:db2', '0')"), 't', 'acquire in db 2');
+is(holds_in_db(2, 'conn:db2'), 1, 'the lock is in db 2');
+$s->query("SELECT redis_lock_release('conn:db2')");
+
+# ACL user and %-encoded password in the URL
+use_url("redis://locker:s3cr%25t\@127.0.0.1:$port");
+is($s->query("SELECT redis_lock_acquire('conn:acl', '0')"), 't', 'ACL user with a %-encoded password');
+like($redis->cli('CLIENT', 'LIST'), qr/user=locker/, 'Redis sees the connection as user locker');
+$s->query("SELECT redis_lock_release('conn:acl')");
+
+# a wrong password in the URL, overridden by redislock.password
+use_url("redis://locker:wrong\@127.0.0.1:$port", 's3cr%t');
+is($s->query("SELECT redis_lock_acquire('conn:override', '0')"), 't',
+    'redislock.password overrides the URL password');
+$s->query("SELECT redis_lock_release('conn:override')");
+
+# the wrong password alone: a clear error that names the server, not the secret
+use_url("redis://locker:wrong-secret\@127.0.0.1:$port");
+my (undef, $err, $state) = $s->try("SELECT redis_lock_acquire('conn:bad', '0')");
+is($state, '08001', 'wrong password: SQLSTATE 08001');
+like($err, qr/127\.0\.0\.1:$port/, 'the error names the server');
+unlike($err, qr/wrong-secret/, 'the error does not show the password');
+unlike(slurp($node->logfile), qr/wrong-secret|s3cr%t|s3cr%25t/,
+    'no password in the server log (other than in the config file)');
+
+like(slurp($node->logfile), qr/parameter "redislock.password" changed to "\*\*\*"/,
+    'a reload logs the password setting with its value hidden');
+like(slurp($node->logfile), qr{redis://locker:\*\*\*\@127\.0\.0\.1},
+    'and the URL with its password masked');
+
+# a rejected URL is quoted in the error: its password is masked there too
+(undef, $err) = $s->try("SET redislock.url = 'redis://locker:hunter2\@127.0.0.1:99999'");
+like($err, qr{invalid value for parameter "redislock.url": "redis://locker:\*\*\*\@127\.0\.0\.1:99999"},
+    'a rejected URL is shown with its password masked');
+unlike(slurp($node->logfile), qr/hunter2/, 'nor does the log show it');
+
+# an ordinary role sees neither setting
+$node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
+my $plain = RedisLockTest::Session->new($node, user => 'plain');
+my (undef, $e2) = $plain->try('SHOW redislock.password');
+like($e2, qr/must be superuser/, 'an ordinary role cannot read redislock.password');
+(undef, $e2) = $plain->try('SHOW redislock.url');
+like($e2, qr/must be superuser/, 'nor redislock.url');
+
+sub slurp { my ($f) = @_; open my $fh, '<', $f or return ''; local $/; return <$fh>; }
+
+done_testing();
