@@ -777,6 +777,7 @@ rl_lock_release_all(void)
 	int32	   *keep;
 	int64	   *before;
 	int			n = 0;
+	int			released = 0;
 
 	settle(false);
 	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
@@ -796,12 +797,20 @@ rl_lock_release_all(void)
 		rl_report(&rl_cmd_conn, ERROR);
 	for (int i = 0; i < n; i++)
 	{
+		if (before[i] > 0)
+		{
+			released++;
+			rl_stat_add(RL_STAT_RELEASES, 1);
+		}
+		else
+			ereport(WARNING,
+					(errmsg("redis lock \"%s\" was no longer held", locks[i]->name),
+					 errdetail("Its lease ran out or it was force-released.")));
 		locks[i]->session_holds = 0;
-		rl_stat_add(RL_STAT_RELEASES, 1);
 		publish(locks[i], false, false);
 		forget_if_unused(locks[i]);
 	}
-	return n;
+	return released;
 }
 
 bool

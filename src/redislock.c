@@ -227,14 +227,16 @@ define_settings(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
-	DefineCustomIntVariable("redislock.max_locks",
-							"Size of the shared table of held redis locks.",
-							"Each session holding a lock takes one entry per lock name.",
-							&rl_max_locks,
-							4096, 16, 1000000,
-							PGC_POSTMASTER,
-							0,
-							NULL, NULL, NULL);
+	/* The shared table exists only when preloaded; so does its size. */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("redislock.max_locks",
+								"Size of the shared table of held redis locks.",
+								"Each session holding a lock takes one entry per lock name.",
+								&rl_max_locks,
+								4096, 16, 1000000,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 	MarkGUCPrefixReserved("redislock");
 }
 

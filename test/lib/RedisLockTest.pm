@@ -68,6 +68,12 @@ for my $sig (qw(INT TERM HUP))
 	  if !defined $SIG{$sig} || $SIG{$sig} eq '' || $SIG{$sig} eq 'DEFAULT';
 }
 
+use Exporter qw(import);
+our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats);
+
+# Bound for things that should happen "at once", in seconds; a test may raise it.
+our $WAIT = 60;
+
 =pod
 
 =head1 FUNCTIONS
@@ -241,6 +247,72 @@ sub node
 =cut
 
 # ---------------------------------------------------------------------------
+
+=pod
+
+=item until_ok($desc, $predicate [, $timeout])
+
+A test that passes once $predicate returns true, polled up to $timeout
+seconds ($RedisLockTest::WAIT by default).
+
+=item waits_ok($session [, $what])
+
+A test that passes once the session's backend waits with wait_event_type
+Extension, i.e. blocks inside redislock.
+
+=item slurp($file)
+
+The whole file as a string ('' if it cannot be read).
+
+=item no_crash_ok($node, $what)
+
+A test that the node's server log shows no crashed process, TRAP or PANIC.
+
+=item lock_stats($session)
+
+The redis_lock_stats row as a hash reference.
+
+=back
+
+=cut
+
+sub until_ok
+{
+	my ($desc, $pred, $t) = @_;
+	return Test::More::ok(wait_until($t // $WAIT, $desc, $pred), $desc);
+}
+
+sub waits_ok
+{
+	my ($s, $what) = @_;
+	return Test::More::ok(wait_for_extension_wait($s->{node}, $s->pid, $WAIT),
+		($what // "backend " . $s->pid) . " waits (wait_event_type Extension)");
+}
+
+sub slurp
+{
+	my ($f) = @_;
+	open my $fh, '<', $f or return '';
+	local $/;
+	my $text = <$fh>;
+	close $fh;
+	return $text;
+}
+
+sub no_crash_ok
+{
+	my ($node, $what) = @_;
+	my @bad = grep { /was terminated by signal|TRAP:|PANIC:/ } split /\n/, slurp($node->logfile);
+	return Test::More::ok(!@bad, "$what: no crash in the server log")
+	  || Test::More::diag(join("\n", @bad));
+}
+
+sub lock_stats
+{
+	my ($s) = @_;
+	return $s->dbh->selectrow_hashref('SELECT * FROM redis_lock_stats')
+	  || die "redis_lock_stats: " . $s->dbh->errstr;
+}
 
 package RedisLockTest::Redis;
 

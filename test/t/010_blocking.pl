@@ -19,17 +19,6 @@ my $node  = RedisLockTest::node('blocking', $redis);
 my $rc    = FakeRedisson::Conn->new(port => $redis->port);
 
 # bounded waits on observable state, each one a test
-sub waits_ok
-{
-	my ($s, $what) = @_;
-	ok(RedisLockTest::wait_for_extension_wait($node, $s->pid, $T),
-		($what // "backend " . $s->pid) . " waits (wait_event_type Extension)");
-}
-sub until_ok
-{
-	my ($desc, $pred) = @_;
-	ok(RedisLockTest::wait_until($T, $desc, $pred), $desc);
-}
 
 my $a = RedisLockTest::Session->new($node);
 my $b = RedisLockTest::Session->new($node);

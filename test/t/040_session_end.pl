@@ -19,17 +19,6 @@ my $node  = RedisLockTest::node('sessend', $redis,
 	'redislock.fair_wait_timeout' => '120s');
 my $rc = FakeRedisson::Conn->new(port => $redis->port);
 
-sub waits_ok
-{
-	my ($s, $what) = @_;
-	ok(RedisLockTest::wait_for_extension_wait($node, $s->pid, $T),
-		($what // "backend " . $s->pid) . " waits (wait_event_type Extension)");
-}
-sub until_ok
-{
-	my ($desc, $pred) = @_;
-	ok(RedisLockTest::wait_until($T, $desc, $pred), $desc);
-}
 sub llen { $rc->cmd('LLEN', FakeRedisson::queue_key($_[0])) }
 
 # SQL literal for any UTF-8 byte string (E'' form: quotes, backslashes, newlines)

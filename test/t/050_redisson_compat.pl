@@ -24,17 +24,6 @@ my $node  = RedisLockTest::node('compat', $redis,
 my $rc   = FakeRedisson::Conn->new(port => $redis->port);
 my $java = FakeRedisson->new(port => $redis->port);
 
-sub waits_ok
-{
-	my ($s, $what) = @_;
-	ok(RedisLockTest::wait_for_extension_wait($node, $s->pid, $T),
-		($what // "backend " . $s->pid) . " waits (wait_event_type Extension)");
-}
-sub until_ok
-{
-	my ($desc, $pred) = @_;
-	ok(RedisLockTest::wait_until($T, $desc, $pred), $desc);
-}
 # (names are kept as UTF-8 byte strings for Redis; DBD::Pg wants characters,
 # it would encode bytes >= 0x80 a second time)
 sub lit

@@ -22,17 +22,6 @@ my $rc;
 sub rc { $rc //= FakeRedisson::Conn->new(port => $port); $rc }
 sub reset_rc { $rc->close if $rc; undef $rc; }
 
-sub waits_ok
-{
-	my ($s, $what) = @_;
-	ok(RedisLockTest::wait_for_extension_wait($node, $s->pid, $T),
-		($what // "backend " . $s->pid) . " waits (wait_event_type Extension)");
-}
-sub until_ok
-{
-	my ($desc, $pred) = @_;
-	ok(RedisLockTest::wait_until($T, $desc, $pred), $desc);
-}
 
 # Runs $sql in $s asynchronously and returns (value, err, state), failing the
 # test (instead of hanging) when it does not end within $T seconds.

@@ -38,6 +38,5 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE bac
     1, 'the worker is still running');
 unlike(slurp($node->logfile), qr/terminated by signal/, 'no process crashed');
 
-sub slurp { my ($f) = @_; open my $fh, '<', $f or return ''; local $/; return <$fh>; }
 
 done_testing();

@@ -95,6 +95,5 @@ like($e2, qr/must be superuser/, 'an ordinary role cannot read redislock.passwor
 (undef, $e2) = $plain->try('SHOW redislock.url');
 like($e2, qr/must be superuser/, 'nor redislock.url');
 
-sub slurp { my ($f) = @_; open my $fh, '<', $f or return ''; local $/; return <$fh>; }
 
 done_testing();

@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# redislock fault/abuse tests: runs every test/faults/t/*.pl as TAP (prove)
+# against real redis-server / PostgreSQL processes, then the pg_regress suite
+# under valgrind.  Stops everything it started; exits non-zero on any failure
+# and ends with the line
+#     faults: N passed, M failed
+#
+# Usage: bash test/faults/run.sh [--no-deps] [--no-build] [--no-valgrind]
+#                                [--valgrind-only] [TAP files...]
+# Environment:
+#   REDISLOCK_KEEP=1                   keep the work dir (logs, data dirs)
+#   REDISLOCK_FAULT_TIMEOUT=600        seconds per TAP file (hard bound)
+#   REDISLOCK_VALGRIND_TIMEOUT=1800    seconds for the valgrind pg_regress run
+#
+# Must run as root (CI and the dev machine are root): PostgreSQL refuses root,
+# so servers and tests run as "postgres" in a postgres-owned copy of the
+# repo's test inputs; root is only used for apt-get, make install, and the
+# network namespace of the partition test (030), which this script creates
+# before prove and removes on exit.  The test (running as postgres) asks for
+# partition/heal through a FIFO served by a small root loop that accepts only
+# a fixed list of commands on that namespace (see netns_ctl below).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+FAULTS=$ROOT/test/faults
+PGBIN=/usr/lib/postgresql/15/bin
+PG_CONFIG=$PGBIN/pg_config
+PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
+PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
+PG_PERL_LIB=$PGXS_DIR/src/test/perl
+TAP_TIMEOUT=${REDISLOCK_FAULT_TIMEOUT:-600}
+VG_TIMEOUT=${REDISLOCK_VALGRIND_TIMEOUT:-1800}
+
+DO_DEPS=1 DO_BUILD=1 DO_VG=1 DO_TAP=1
+TAP_ARGS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --no-deps) DO_DEPS=0 ;;
+        --no-build) DO_BUILD=0 ;;
+        --no-valgrind) DO_VG=0 ;;
+        --valgrind-only) DO_TAP=0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "faults: unknown option $1" >&2; exit 2 ;;
+        *) TAP_ARGS+=("$1") ;;
+    esac
+    shift
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "faults: must run as root (apt-get, make install, network namespace; servers run as postgres)" >&2
+    exit 2
+fi
+
+PASSED=0 FAILED=0
+FAILED_NAMES=()
+WORK= CHILD= NS= VETH_H= VETH_N= NS_REDIS_PID= CTL_PID=
+SUMMARY_PRINTED=0
+PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
+AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups
+       env HOME="${PG_HOME:-/tmp}" USER=postgres LOGNAME=postgres)
+
+log() { printf '\n=== faults: %s\n' "$*"; }
+
+run_waited() {
+    "$@" &
+    CHILD=$!
+    local rc=0
+    wait "$CHILD" || rc=$?
+    CHILD=
+    return "$rc"
+}
+
+summary() {
+    [ "$SUMMARY_PRINTED" = 1 ] && return
+    SUMMARY_PRINTED=1
+    [ ${#FAILED_NAMES[@]} -gt 0 ] && { echo; echo "faults: FAILED: ${FAILED_NAMES[*]}"; }
+    echo "faults: $PASSED passed, $FAILED failed"
+}
+
+kill_pid_if() {   # kill_pid_if PID COMM-PATTERN: TERM, bounded wait, KILL
+    local pid=$1 pat=$2 i
+    [ -n "$pid" ] || return 0
+    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in $pat) ;; *) return 0 ;; esac
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+netns_teardown() {
+    if [ -n "$CTL_PID" ]; then kill "$CTL_PID" 2>/dev/null || true; wait "$CTL_PID" 2>/dev/null || true; CTL_PID=; fi
+    kill_pid_if "$NS_REDIS_PID" 'redis-server*'; NS_REDIS_PID=
+    if [ -n "$NS" ]; then
+        ip link del "$VETH_H" 2>/dev/null || true
+        ip route del unreachable 10.200.0.0/30 metric 4242 2>/dev/null || true
+        ip netns del "$NS" 2>/dev/null || true
+        NS=
+    fi
+}
+
+cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT INT TERM HUP
+    if [ -n "$CHILD" ]; then
+        kill -TERM "$CHILD" 2>/dev/null
+        for _ in $(seq 1 150); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$CHILD" 2>/dev/null
+        wait "$CHILD" 2>/dev/null
+    fi
+    netns_teardown
+    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+        local f pid
+        while IFS= read -r f; do
+            pid=$(head -n1 "$f" 2>/dev/null)
+            if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$(dirname "$f")"; then
+                echo "faults: stopping leftover postmaster $pid ($(dirname "$f"))"
+                "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$(dirname "$f")" -m immediate -t 60 stop >/dev/null 2>&1 \
+                    || kill -KILL "$pid" 2>/dev/null
+            fi
+        done < <(find "$WORK" -name postmaster.pid 2>/dev/null)
+        while IFS= read -r f; do
+            pid=$(head -n1 "$f" 2>/dev/null)
+            if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(dirname "$f")" ]; then
+                echo "faults: stopping leftover redis-server $pid"
+                kill_pid_if "$pid" 'redis-server*'
+            fi
+        done < <(find "$WORK" -name 'redis*.pid' 2>/dev/null)
+        if [ "${REDISLOCK_KEEP:-0}" = 1 ] || [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then
+            echo "faults: work dir kept: $WORK"
+        else
+            rm -rf "$WORK"
+        fi
+    fi
+    if [ "$rc" -ne 0 ] && { [ "$FAILED" -eq 0 ] || [ "$rc" -gt 128 ]; }; then
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("run.sh(exit $rc)")
+    fi
+    summary
+    [ "$FAILED" -gt 0 ] && exit 1
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "faults: interrupted" >&2; exit 130' INT
+trap 'echo "faults: terminated" >&2; exit 143' TERM HUP
+
+# --- 1. dependencies ------------------------------------------------------------
+if [ "$DO_DEPS" = 1 ]; then
+    log "dependencies"
+    bash "$ROOT/test/setup-deps.sh"
+    extra=()
+    for p in iproute2 valgrind; do
+        [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || extra+=("$p")
+    done
+    if [ ${#extra[@]} -gt 0 ]; then
+        echo "faults: installing ${extra[*]}"
+        apt-get update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${extra[@]}"
+    fi
+fi
+
+# --- 2. build (no "make clean": others may share the tree) ---------------------------
+if [ "$DO_BUILD" = 1 ]; then
+    log "build and install"
+    make -C "$ROOT" PG_CONFIG="$PG_CONFIG" && make -C "$ROOT" PG_CONFIG="$PG_CONFIG" install \
+        || { FAILED=$((FAILED + 1)); FAILED_NAMES+=(build); exit 1; }
+fi
+
+# --- 3. work dir owned by postgres ------------------------------------------------
+WORK=$(mktemp -d /tmp/redislock-faults.XXXXXX)
+for d in sql expected lua test; do cp -r "$ROOT/$d" "$WORK/"; done
+chown -R postgres: "$WORK"
+chmod 755 "$WORK"
+cd "$WORK"
+log "work dir $WORK"
+
+# --- 4. network namespace for 030 (root part) ----------------------------------------
+# Namespace rlf<pid> with a veth pair; host end 10.200.0.1/30, namespace end
+# 10.200.0.2/30 (private test addresses, only inside this pair; protected-mode
+# off since the only peer is our veth).  redis-server
+# runs inside it as postgres.  netns_ctl serves partition/heal requests.
+NETNS_ENV=()
+netns_setup() {
+    local id=$$
+    NS=rlf$id; VETH_H=rlfh$id; VETH_N=rlfn$id
+    VETH_H=${VETH_H:0:15}; VETH_N=${VETH_N:0:15}
+    ip netns add "$NS" || { NS=; return 1; }
+    ip link add "$VETH_H" type veth peer name "$VETH_N" || return 1
+    ip link set "$VETH_N" netns "$NS" || return 1
+    ip addr add 10.200.0.1/30 dev "$VETH_H" || return 1
+    ip link set "$VETH_H" up || return 1
+    # While the host end is down its /30 route is gone: without this the
+    # default route would carry 10.200.0.2 off the machine.  With it, the
+    # "partition" mode answers EHOSTUNREACH locally and nothing leaves.
+    ip route add unreachable 10.200.0.0/30 metric 4242 || return 1
+    ip -n "$NS" addr add 10.200.0.2/30 dev "$VETH_N" || return 1
+    ip -n "$NS" link set "$VETH_N" up || return 1
+    ip -n "$NS" link set lo up || return 1
+    mkdir -p "$WORK/netns/redis"
+    chown -R postgres: "$WORK/netns"
+    ip netns exec "$NS" setpriv --reuid=postgres --regid=postgres --init-groups \
+        redis-server --port 6379 --bind 10.200.0.2 --protected-mode no --save '' --appendonly no \
+        --daemonize no --dir "$WORK/netns/redis" --pidfile "$WORK/netns/redis/redis.pid" \
+        --logfile "$WORK/netns/redis/redis.log" &
+    NS_REDIS_PID=$!
+    local i
+    for i in $(seq 1 100); do
+        [ "$(redis-cli -h 10.200.0.2 -p 6379 ping 2>/dev/null)" = PONG ] && break
+        sleep 0.1
+    done
+    [ "$(redis-cli -h 10.200.0.2 -p 6379 ping 2>/dev/null)" = PONG ] || return 1
+    # Control FIFO: the postgres-run test writes "<cmd> <id>"; we answer by
+    # creating ack/<id> with the result.  Only these commands exist.
+    mkfifo "$WORK/netns/ctl"; mkdir "$WORK/netns/ack"
+    chown postgres: "$WORK/netns/ctl" "$WORK/netns/ack"; chmod 600 "$WORK/netns/ctl"
+    (
+        trap - EXIT INT TERM HUP
+        exec 3<>"$WORK/netns/ctl"     # keep a writer open: read never sees EOF
+        while read -r cmd id <&3; do
+            [[ "$id" =~ ^[0-9]+$ ]] || continue
+            case "$cmd" in
+                # host end down: routes to 10.200.0.0/30 vanish (EHOSTUNREACH /
+                # ENETUNREACH on new connects, in-flight requests get no answer)
+                partition) ip link set "$VETH_H" down ;;
+                # namespace end down: host route stays, packets are silently
+                # dropped (connects time out, like a pulled cable elsewhere)
+                blackhole) ip -n "$NS" link set "$VETH_N" down ;;
+                heal) ip -n "$NS" link set "$VETH_N" up && ip link set "$VETH_H" up ;;
+                *) echo "bad" > "$WORK/netns/ack/$id"; continue ;;
+            esac
+            echo "rc=$?" > "$WORK/netns/ack/$id.tmp"; mv "$WORK/netns/ack/$id.tmp" "$WORK/netns/ack/$id"
+            chown postgres: "$WORK/netns/ack/$id"
+        done
+    ) &
+    CTL_PID=$!
+    NETNS_ENV=(REDISLOCK_NETNS_HOST=10.200.0.2 REDISLOCK_NETNS_PORT=6379
+               REDISLOCK_NETNS_CTL="$WORK/netns/ctl" REDISLOCK_NETNS_ACK="$WORK/netns/ack")
+}
+
+# --- 5. TAP tests ----------------------------------------------------------------------
+run_tap() {
+    local files=() f b
+    if [ ${#TAP_ARGS[@]} -gt 0 ]; then
+        for f in "${TAP_ARGS[@]}"; do files+=("test/faults/t/$(basename "$f")"); done
+    else
+        for f in "$WORK"/test/faults/t/*.pl; do files+=("test/faults/t/$(basename "$f")"); done
+    fi
+    local want_ns=0
+    for f in "${files[@]}"; do case "$f" in *partition*) want_ns=1 ;; esac; done
+    if [ "$want_ns" = 1 ]; then
+        log "network namespace setup"
+        if ! netns_setup; then
+            echo "faults: network namespace setup failed; 030 will skip with the reason" >&2
+            netns_teardown
+            NETNS_ENV=(REDISLOCK_NETNS_SKIP="ip netns/veth setup failed on this machine")
+        fi
+    fi
+    local env=(PATH="$PGBIN:$PATH" TESTDIR="$WORK" PG_REGRESS="$PG_REGRESS"
+               PERL5LIB="$WORK/test/lib:$WORK/test/redisson:$WORK/test/faults/lib:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
+               REDISLOCK_TEST_WORKDIR="$WORK" "${NETNS_ENV[@]}")
+    [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)
+    for f in "${files[@]}"; do
+        b=$(basename "$f" .pl)
+        [ -f "$WORK/$f" ] || { echo "faults: no such test $f" >&2; FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b(missing)"); continue; }
+        log "TAP $f"
+        local rc=0
+        run_waited timeout -k 10 "$TAP_TIMEOUT" "${AS_PG[@]}" "${env[@]}" \
+            prove -v "$f" > >(tee "$WORK/tap_$b.out") 2>&1 || rc=$?
+        if [ "$rc" -eq 0 ]; then
+            PASSED=$((PASSED + 1))
+        else
+            FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b")
+            [ "$rc" -eq 124 ] && echo "faults: $f timed out after ${TAP_TIMEOUT}s" >&2
+            for lg in "$WORK"/tmp_check/log/*"${b}"*; do
+                [ -f "$lg" ] || continue
+                log "tail of ${lg#"$WORK"/}"; tail -n 40 "$lg"
+            done
+        fi
+    done
+    netns_teardown
+}
+
+# --- 6. pg_regress under valgrind -------------------------------------------------------
+run_valgrind() {
+    log "pg_regress under valgrind"
+    local rc=0
+    run_waited timeout -k 30 "$VG_TIMEOUT" bash "$WORK/test/faults/valgrind-regress.sh" "$WORK" \
+        "$(make -s -C "$ROOT" PG_CONFIG="$PG_CONFIG" regress-list)" || rc=$?
+    if [ "$rc" -eq 0 ]; then PASSED=$((PASSED + 1)); else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("valgrind-regress")
+        [ "$rc" -eq 124 ] && echo "faults: valgrind run timed out after ${VG_TIMEOUT}s" >&2
+    fi
+}
+
+[ "$DO_TAP" = 1 ] && run_tap
+[ "$DO_VG" = 1 ] && run_valgrind
+[ "$FAILED" -eq 0 ]

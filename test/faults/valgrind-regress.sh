@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# pg_regress (sql/, expected/) against a PostgreSQL whose postmaster - and so
+# every backend and the redislock watchdog, which are forked from it - runs
+# under valgrind memcheck.  Fails if valgrind reports an invalid read/write,
+# a conditional jump / use of uninitialised values, an invalid free, or a
+# syscall with uninitialised/unaddressable bytes whose stack contains a
+# redislock.so frame, or if a backend died by a signal.  PostgreSQL's own
+# known-harmless reports are suppressed with PostgreSQL's valgrind.supp;
+# other non-redislock reports are counted and shown, but do not fail.
+#
+# Usage (as root, from test/faults/run.sh): valgrind-regress.sh WORKDIR "tests..."
+# WORKDIR is the postgres-owned copy made by run.sh (sql/ expected/ test/).
+set -euo pipefail
+WORK=$1; TESTS=$2
+PGBIN=/usr/lib/postgresql/15/bin
+PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress
+VG=$WORK/valgrind
+PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
+AS_PG=()
+[ "$(id -u)" -eq 0 ] && AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups
+                                env HOME="${PG_HOME:-/tmp}" USER=postgres LOGNAME=postgres)
+REDIS_PID= PM_PID=
+
+free_port() {
+    perl -MIO::Socket::INET -e '
+        for (1 .. 1000) { my $p = 61000 + int(rand(4000)); next if grep { $_ == $p } @ARGV;
+          my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $p, Listen => 1, ReuseAddr => 1) or next;
+          close $s; print "$p\n"; exit 0; } exit 1' -- "$@"
+}
+cleanup() {
+    set +e
+    if [ -n "$PM_PID" ] && kill -0 "$PM_PID" 2>/dev/null; then
+        "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$VG/data" -m fast -t 300 stop >/dev/null 2>&1 || kill -KILL "$PM_PID"
+    fi
+    if [ -n "$REDIS_PID" ]; then kill -TERM "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; fi
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+
+rm -rf "$VG"; mkdir -p "$VG/vglogs" "$VG/redis" "$VG/out" "$VG/sock"
+chown -R postgres: "$VG" 2>/dev/null || true
+
+rport=$(free_port); pgport=$(free_port "$rport")
+"${AS_PG[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize no --dir "$VG/redis" --logfile "$VG/redis/redis.log" &
+REDIS_PID=$!
+for i in $(seq 1 100); do [ "$(redis-cli -p "$rport" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
+
+echo "valgrind-regress: initdb (without valgrind)"
+"${AS_PG[@]}" "$PGBIN/initdb" -D "$VG/data" -A trust -N >"$VG/initdb.log" 2>&1
+cat >> "$VG/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'redislock'
+redislock.url = 'redis://127.0.0.1:$rport'
+# valgrind makes everything ~20-50x slower
+redislock.command_timeout = '30s'
+redislock.connect_timeout = '30s'
+listen_addresses = ''
+port = $pgport
+unix_socket_directories = '$VG/sock'
+max_connections = 20
+fsync = off
+log_line_prefix = '%m [%p] '
+CONF
+
+echo "valgrind-regress: starting postmaster under valgrind"
+"${AS_PG[@]}" valgrind --tool=memcheck --trace-children=yes --leak-check=no \
+    --track-origins=no --num-callers=30 --error-limit=no \
+    --suppressions="$WORK/test/faults/valgrind.supp" \
+    --log-file="$VG/vglogs/vg.%p.log" \
+    "$PGBIN/postgres" -D "$VG/data" >"$VG/postmaster.log" 2>&1 &
+PM_PID=$!
+ok=0
+for i in $(seq 1 600); do     # up to 300 s
+    if "$PGBIN/pg_isready" -q -h "$VG/sock" -p "$pgport"; then ok=1; break; fi
+    kill -0 "$PM_PID" 2>/dev/null || break
+    sleep 0.5
+done
+if [ "$ok" != 1 ]; then
+    echo "valgrind-regress: server did not start"; tail -n 30 "$VG/postmaster.log"; exit 1
+fi
+
+echo "valgrind-regress: pg_regress $TESTS"
+rrc=0
+# shellcheck disable=SC2086
+"${AS_PG[@]}" "$PG_REGRESS" --host="$VG/sock" --port="$pgport" \
+    --inputdir="$WORK" --outputdir="$VG/out" --bindir="$PGBIN" \
+    --dbname=contrib_regression $TESTS > >(tee "$VG/pg_regress.stdout") 2>&1 || rrc=$?
+
+"${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$VG/data" -m fast -t 300 stop || true
+for i in $(seq 1 600); do kill -0 "$PM_PID" 2>/dev/null || break; sleep 0.5; done
+PM_PID=
+
+# --- judge ------------------------------------------------------------------------
+fail=0
+if grep -E 'terminated by signal|TRAP:|PANIC:' "$VG/postmaster.log"; then
+    echo "valgrind-regress: FAIL: a process died (see above)"; fail=1
+fi
+# Split every valgrind log into error blocks (blank-line separated, each
+# starting "==pid== <kind>") and classify.
+perl -e '
+    my ($ours, $other, %kinds) = (0, 0);
+    for my $f (@ARGV) {
+        open my $fh, "<", $f or next; local $/; my $t = <$fh>; close $fh;
+        $t =~ s/^==\d+== ?//mg;
+        for my $blk (split /\n\s*\n/, $t) {
+            next unless $blk =~ /^(Invalid (read|write|free)|Conditional jump|Use of uninitialised|Syscall param|Mismatched free|Source and destination overlap|Jump to the invalid)/m;
+            my ($kind) = $blk =~ /^(.*)$/m;
+            if ($blk =~ /redislock\.so|src\/(conn|lock|redislock|registry|scripts|sqlapi|views|worker)\.c/) {
+                $ours++; print "---- redislock error in $f:\n$blk\n\n";
+            } else { $other++; $kinds{$kind}++; }
+        }
+    }
+    print "valgrind-regress: $ours error(s) with redislock frames, $other other (PostgreSQL/libc) error(s)\n";
+    print "  other: $_ x$kinds{$_}\n" for sort keys %kinds;
+    exit($ours ? 1 : 0);
+' "$VG"/vglogs/vg.*.log || fail=1
+nlogs=$(ls "$VG"/vglogs | wc -l)
+echo "valgrind-regress: $nlogs valgrind process logs in $VG/vglogs"
+if [ "$rrc" -ne 0 ]; then
+    # Output differences under valgrind (timing) are reported, not judged:
+    # the plain pg_regress run in test/run-all.sh judges output.
+    echo "valgrind-regress: note: pg_regress exit $rrc under valgrind (diffs in $VG/out/regression.diffs):"
+    head -n 60 "$VG/out/regression.diffs" 2>/dev/null || true
+fi
+sleep 0.2   # tee of the process substitution flushes
+nok=$(grep -cE '\.\.\. +ok' "$VG/pg_regress.stdout" 2>/dev/null || true)
+echo "valgrind-regress: pg_regress tests ok under valgrind: $nok of $(echo $TESTS | wc -w)"
+if grep -q 'exited with exit code' "$VG/pg_regress.stdout" 2>/dev/null || [ "${nok:-0}" -eq 0 ]; then
+    echo "valgrind-regress: FAIL: pg_regress could not run the tests (psql failed)"; fail=1
+fi
+exit "$fail"
