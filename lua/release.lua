@@ -36,13 +36,14 @@ elseif not leave or redis.call('exists', KEYS[1]) == 1 then
     return before
 end
 
+-- wake the first fair waiter that is still alive, dropping silent ones
+local head = redis.call('lindex', KEYS[3], 0)
+if not head then
+    return before
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-while true do
-    local head = redis.call('lindex', KEYS[3], 0)
-    if not head then
-        break
-    end
+while head do
     local deadline = redis.call('zscore', KEYS[4], head)
     if deadline and tonumber(deadline) > now then
         redis.call('publish', KEYS[2] .. ':' .. head, '0')
@@ -50,5 +51,6 @@ while true do
     end
     redis.call('lpop', KEYS[3])
     redis.call('zrem', KEYS[4], head)
+    head = redis.call('lindex', KEYS[3], 0)
 end
 return before

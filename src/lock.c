@@ -19,6 +19,7 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -53,17 +54,6 @@ typedef struct XactHold
 	LocalLock  *lock;
 } XactHold;
 
-/* The Redis keys of one lock, named as Redisson names them. */
-typedef struct LockKeys
-{
-	const char *name;
-	char	   *channel;
-	char	   *queue;
-	char	   *timeouts;
-	char	   *token;
-	char	   *owner_channel;
-} LockKeys;
-
 /* The outcome of one acquisition attempt. */
 typedef struct Attempt
 {
@@ -93,24 +83,43 @@ rl_owner_id(void)
 	return owner_id;
 }
 
-/* Redisson's prefixName(): a name with a "{" already has its hash tag. */
-char *
-rl_prefixed_key(const char *prefix, const char *name)
+/*
+ * The Redis keys of a lock besides the hash itself, named as Redisson's
+ * prefixName() does: a name that has a "{" already carries its hash tag.
+ * Built by copying, as they are needed on every call.
+ */
+static char *
+prefixed_key(const char *prefix, const char *name)
 {
-	if (strchr(name, '{') != NULL)
-		return psprintf("%s:%s", prefix, name);
-	return psprintf("%s:{%s}", prefix, name);
+	size_t		plen = strlen(prefix);
+	size_t		nlen = strlen(name);
+	bool		tagged = strchr(name, '{') != NULL;
+	char	   *key = palloc(plen + nlen + 4);
+	char	   *p = key;
+
+	memcpy(p, prefix, plen);
+	p += plen;
+	*p++ = ':';
+	if (!tagged)
+		*p++ = '{';
+	memcpy(p, name, nlen);
+	p += nlen;
+	if (!tagged)
+		*p++ = '}';
+	*p = '\0';
+	return key;
 }
 
-static void
-build_keys(LockKeys *k, const char *name)
+#define channel_key(name) prefixed_key("redisson_lock__channel", (name))
+#define queue_key(name) prefixed_key("redisson_lock_queue", (name))
+#define timeouts_key(name) prefixed_key("redisson_lock_timeout", (name))
+#define token_key(name) prefixed_key("redisson_lock_token", (name))
+
+/* Where a fair waiter is woken: Redisson's "<channel>:<owner id>". */
+static char *
+owner_channel_key(const char *name)
 {
-	k->name = name;
-	k->channel = rl_prefixed_key("redisson_lock__channel", name);
-	k->queue = rl_prefixed_key("redisson_lock_queue", name);
-	k->timeouts = rl_prefixed_key("redisson_lock_timeout", name);
-	k->token = rl_prefixed_key("redisson_lock_token", name);
-	k->owner_channel = psprintf("%s:%s", k->channel, rl_owner_id());
+	return psprintf("%s:%s", channel_key(name), rl_owner_id());
 }
 
 static void
@@ -219,7 +228,10 @@ mark_dirty(LocalLock *ll)
 static char *
 int64_arg(int64 v)
 {
-	return psprintf(INT64_FORMAT, v);
+	char	   *buf = palloc(MAXINT8LEN + 1);
+
+	pg_lltoa(v, buf);
+	return buf;
 }
 
 /*
@@ -230,20 +242,30 @@ void
 rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
 				bool leave)
 {
-	LockKeys	k;
-
-	build_keys(&k, name);
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_release;
 	e->nkeys = 4;
 	e->keys[0] = name;
-	e->keys[1] = k.channel;
-	e->keys[2] = k.queue;
-	e->keys[3] = k.timeouts;
+	e->keys[1] = channel_key(name);
+	e->keys[2] = queue_key(name);
+	e->keys[3] = timeouts_key(name);
 	e->nargs = 3;
 	e->args[0] = owner;
 	e->args[1] = int64_arg(keep);
 	e->args[2] = leave ? "1" : "0";
+}
+
+/* Fills e with a call of renew.lua: the watchdog's renewal of one hold. */
+void
+rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms)
+{
+	memset(e, 0, sizeof(*e));
+	e->script = &rl_script_renew;
+	e->nkeys = 1;
+	e->keys[0] = name;
+	e->nargs = 2;
+	e->args[0] = int64_arg(lease_ms);
+	e->args[1] = owner;
 }
 
 /*
@@ -415,7 +437,7 @@ eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending
 
 /* Runs one acquisition attempt; raises on failure. */
 static void
-attempt(LocalLock *ll, const LockKeys *k, int64 lease_ms, int32 target,
+attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		bool fair, bool enqueue, Attempt *out)
 {
 	RLEval		e;
@@ -425,14 +447,14 @@ attempt(LocalLock *ll, const LockKeys *k, int64 lease_ms, int32 target,
 	e.args[0] = int64_arg(lease_ms);
 	e.args[1] = rl_owner_id();
 	e.args[2] = int64_arg(target);
-	e.keys[0] = k->name;
+	e.keys[0] = ll->name;
 	if (fair)
 	{
 		e.script = &rl_script_fair_acquire;
 		e.nkeys = 4;
-		e.keys[1] = k->queue;
-		e.keys[2] = k->timeouts;
-		e.keys[3] = k->token;
+		e.keys[1] = queue_key(ll->name);
+		e.keys[2] = timeouts_key(ll->name);
+		e.keys[3] = token_key(ll->name);
 		e.nargs = 5;
 		e.args[3] = int64_arg(rl_fair_wait_timeout);
 		e.args[4] = enqueue ? "1" : "0";
@@ -443,18 +465,18 @@ attempt(LocalLock *ll, const LockKeys *k, int64 lease_ms, int32 target,
 	{
 		e.script = &rl_script_acquire;
 		e.nkeys = 2;
-		e.keys[1] = k->token;
+		e.keys[1] = token_key(ll->name);
 		e.nargs = 3;
 	}
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	mark_dirty(ll);
-	r = eval_one(&e, "acquire", k->name, ll);
+	r = eval_one(&e, "acquire", ll->name, ll);
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg("unexpected reply from redis server at %s to an acquisition of lock \"%s\"",
-						rl_server_desc(), k->name)));
+						rl_server_desc(), ll->name)));
 	memset(out, 0, sizeof(*out));
 	out->acquired = r->element[0]->integer == 1;
 	if (out->acquired)
@@ -515,13 +537,13 @@ leave_queue_quietly(LocalLock *ll)
  * before retrying is what rules out a lost wake-up. Returns whether taken.
  */
 static bool
-wait_for_lock(LocalLock *ll, const LockKeys *k, const RLAcquireRequest *req,
+wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 			  int64 lease_ms, int32 target, Attempt *a)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline = DT_NOEND;
 	bool		by_lock_timeout = false;
-	const char *channel = req->fair ? k->owner_channel : k->channel;
+	const char *channel = req->fair ? owner_channel_key(ll->name) : channel_key(ll->name);
 	volatile bool acquired = false;
 
 	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
@@ -539,7 +561,7 @@ wait_for_lock(LocalLock *ll, const LockKeys *k, const RLAcquireRequest *req,
 			if (!rl_sub_conn.subscribed &&
 				!rl_subscribe(&rl_sub_conn, 1, &channel))
 				rl_report(&rl_sub_conn, ERROR);
-			attempt(ll, k, lease_ms, target, req->fair, req->fair, a);
+			attempt(ll, lease_ms, target, req->fair, req->fair, a);
 			if (a->acquired)
 			{
 				acquired = true;
@@ -577,7 +599,7 @@ wait_for_lock(LocalLock *ll, const LockKeys *k, const RLAcquireRequest *req,
 	if (!acquired && by_lock_timeout)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not obtain redis lock \"%s\"", k->name),
+				 errmsg("could not obtain redis lock \"%s\"", ll->name),
 				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
 	return acquired;
 }
@@ -679,16 +701,14 @@ confirm_on_replicas(LocalLock *ll, int32 target)
 static bool
 take(LocalLock *ll, const RLAcquireRequest *req)
 {
-	LockKeys	k;
 	Attempt		a;
 	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
 	int32		target = total_holds(ll) + 1;
 
-	build_keys(&k, ll->name);
-	attempt(ll, &k, lease_ms, target, req->fair,
+	attempt(ll, lease_ms, target, req->fair,
 			req->fair && req->wait_ms != 0, &a);
 	if (!a.acquired &&
-		(req->wait_ms == 0 || !wait_for_lock(ll, &k, req, lease_ms, target, &a)))
+		(req->wait_ms == 0 || !wait_for_lock(ll, req, lease_ms, target, &a)))
 		return false;
 	if (rl_sync_replicas > 0)
 		confirm_on_replicas(ll, target);
@@ -816,17 +836,15 @@ rl_lock_release_all(void)
 bool
 rl_lock_force_release(const char *name)
 {
-	LockKeys	k;
 	RLEval		e;
 
 	settle(false);
-	build_keys(&k, name);
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_force_release;
 	e.nkeys = 3;
 	e.keys[0] = name;
-	e.keys[1] = k.channel;
-	e.keys[2] = k.queue;
+	e.keys[1] = channel_key(name);
+	e.keys[2] = queue_key(name);
 	return eval_one(&e, "force-release", name, NULL)->integer == 1;
 }
 
@@ -844,19 +862,17 @@ rl_lock_fencing_token(const char *name, int64 *token)
 void
 rl_lock_status(const char *name, RLStatus *st)
 {
-	LockKeys	k;
 	RLEval		e;
 	RLReply    *r;
 	RLReply    *hash;
 
 	settle(false);
-	build_keys(&k, name);
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_status;
 	e.nkeys = 3;
 	e.keys[0] = name;
-	e.keys[1] = k.queue;
-	e.keys[2] = k.token;
+	e.keys[1] = queue_key(name);
+	e.keys[2] = token_key(name);
 	r = eval_one(&e, "read", name, NULL);
 
 	memset(st, 0, sizeof(*st));

@@ -27,7 +27,6 @@
 #include "conn.h"
 #include "lock.h"
 #include "registry.h"
-#include "scripts.h"
 #include "worker.h"
 
 /* Renewals sent in one pipeline: one round trip per batch, not per lock. */
@@ -74,12 +73,6 @@ note_redis(bool ok)
 	redis_unreachable = !ok;
 }
 
-static char *
-ms_arg(int64 ms)
-{
-	return psprintf(INT64_FORMAT, ms);
-}
-
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
 static bool
 renew_batch(RLSlotCopy **items, int n)
@@ -89,14 +82,8 @@ renew_batch(RLSlotCopy **items, int n)
 	TimestampTz sent = GetCurrentTimestamp();
 
 	for (int i = 0; i < n; i++)
-	{
-		evals[i].script = &rl_script_renew;
-		evals[i].nkeys = 1;
-		evals[i].keys[0] = items[i]->slot.name;
-		evals[i].nargs = 2;
-		evals[i].args[0] = ms_arg(items[i]->slot.lease_ms);
-		evals[i].args[1] = items[i]->slot.owner;
-	}
+		rl_renew_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner,
+					  items[i]->slot.lease_ms);
 	if (!rl_eval(&rl_cmd_conn, n, evals, replies))
 	{
 		rl_stat_add(RL_STAT_RENEWAL_FAILURES, n);
