@@ -4,12 +4,26 @@
 # (through test/lib/RedisLockTest.pm) and stops them.
 #
 # Usage: bash bench/run.sh [workload...]     (default: every bench/*.pl)
+#        bash bench/run.sh --results-only    (only re-assemble RESULTS.md)
 # Not part of the test run: benchmarks report ratios, they assert nothing.
+# Then assembles bench/RESULTS.md from every bench/RESULTS-<workload>.md
+# present, with the targets' verdicts first; charts are bench/*.png.
+#
+# Environment (see bench/BenchLib.pm; defaults give a run of ~10 minutes):
+#   REDISLOCK_BENCH_SECONDS=5      seconds per pgbench run (workloads 1, 4)
+#   REDISLOCK_BENCH_CLIENTS=1,2,4,8,32
+#   REDISLOCK_BENCH_SCALE=1        multiplies the loop counts (2, 3, 6)
+#   REDISLOCK_BENCH_REDIS_REQUESTS=40000   redis-benchmark -n
+#   REDISLOCK_BENCH_PERF_SECONDS=5 perf profile of a backend (0 = none)
+#   REDISLOCK_KEEP=1               keep the work directory
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PGBIN=/usr/lib/postgresql/15/bin
 PG_PERL_LIB=/usr/lib/postgresql/15/lib/pgxs/src/test/perl
+
+ONLY_RESULTS=0
+if [ "${1:-}" = --results-only ]; then ONLY_RESULTS=1; shift; fi
 
 bash "$ROOT/test/setup-deps.sh"
 make -C "$ROOT" -s PG_CONFIG=$PGBIN/pg_config
@@ -23,7 +37,7 @@ fi
 # PostgreSQL refuses to run as root: run as postgres in a copy it owns.
 WORK=$(mktemp -d /tmp/redislock-bench.XXXXXX)
 trap '[ "${REDISLOCK_KEEP:-0}" = 1 ] || rm -rf "$WORK"' EXIT
-cp -r "$ROOT/bench" "$ROOT/test" "$WORK/"
+cp -r "$ROOT/bench" "$ROOT/test" "$ROOT/lua" "$WORK/"
 if [ "$(id -u)" -eq 0 ]; then
     chown -R postgres: "$WORK"
     AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups env HOME=/tmp)
@@ -31,13 +45,69 @@ else
     AS_PG=(env)
 fi
 
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+[ "$ONLY_RESULTS" = 1 ] && workloads=()
 for w in "${workloads[@]}"; do
     echo "=== bench: $w"
-    (cd "$WORK" && "${AS_PG[@]}" PATH="$PGBIN:$PATH" TESTDIR="$WORK" \
+    if ! (cd "$WORK" && "${AS_PG[@]}" PATH="$PGBIN:$PATH" TESTDIR="$WORK" \
         PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
         PERL5LIB="$WORK/test/lib:$PG_PERL_LIB" \
-        perl "bench/$w.pl" "bench/RESULTS-$w.md")
+        perl "bench/$w.pl" "bench/RESULTS-$w.md"); then
+        echo "=== bench: $w FAILED; end of its log:" >&2
+        tail -n 40 "$WORK/tmp_check/log/regress_log_$w" >&2 || true
+        exit 1
+    fi
     cp "$WORK/bench/RESULTS-$w.md" "$ROOT/bench/"
     for png in "$WORK"/bench/*.png; do [ -e "$png" ] && cp "$png" "$ROOT/bench/"; done
     echo "=== bench: wrote bench/RESULTS-$w.md"
 done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# bench/RESULTS.md: the targets first, then every workload's section.
+ORDER=(lockrate handoff reentry xact renewal memory)
+HEADER=$(mktemp)
+if [ "$ONLY_RESULTS" = 1 ] && [ -e "$ROOT/bench/RESULTS.md" ]; then
+    sed '/^## Targets/,$d' "$ROOT/bench/RESULTS.md" > "$HEADER"   # keep the run's header
+else
+{
+    echo "# redislock benchmark results"
+    echo
+    echo "Written by \`bash bench/run.sh${*:+ $*}\` on $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "(workloads run: ${workloads[*]}; each section names the command and settings that produced it)."
+    echo "Settings: REDISLOCK_BENCH_SECONDS=${REDISLOCK_BENCH_SECONDS:-5},"
+    echo "REDISLOCK_BENCH_CLIENTS=${REDISLOCK_BENCH_CLIENTS:-1,2,4,8,32},"
+    echo "REDISLOCK_BENCH_SCALE=${REDISLOCK_BENCH_SCALE:-1}. Load average (1/5/15 min) before: $LOAD_START,"
+    echo "after: $LOAD_END — the machine was $(nproc) cores shared with anything else running then,"
+    echo "so absolute numbers carry that noise; ratios measured in the same run are the point."
+    echo
+} > "$HEADER"
+fi
+{
+    cat "$HEADER"
+    echo "## Targets"
+    echo
+    for w in "${ORDER[@]}"; do
+        f="$ROOT/bench/RESULTS-$w.md"
+        [ -e "$f" ] && grep -h '^\*\*Target' "$f" | sed 's/^/- /'  || true
+    done
+    if [ -e "$ROOT/bench/FINDINGS.md" ]; then
+        echo
+        cat "$ROOT/bench/FINDINGS.md"
+    fi
+    for w in "${ORDER[@]}" $(ls "$ROOT"/bench/RESULTS-*.md 2>/dev/null | sed 's|.*/RESULTS-||; s|\.md$||'); do
+        f="$ROOT/bench/RESULTS-$w.md"
+        [ -e "$f" ] || continue
+        case " ${DONE:-} " in *" $w "*) continue ;; esac
+        DONE="${DONE:-} $w"
+        echo
+        if [ "$w" = renewal ]; then
+            echo "## 5. Watchdog renewal (bench/RESULTS-renewal.md)"
+            echo
+            sed '1{/^# /d}' "$f"
+        else
+            cat "$f"
+        fi
+    done
+} > "$ROOT/bench/RESULTS.md"
+rm -f "$HEADER"
+echo "=== bench: wrote bench/RESULTS.md"
