@@ -28,6 +28,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS does not track headers: rebuild every object when one changes.
+$(OBJS): $(wildcard src/*.h)
+
 src/scripts.o: src/lua_scripts.h
 
 src/lua_scripts.h: $(LUA) tools/lua2c.sh

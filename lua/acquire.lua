@@ -13,9 +13,14 @@ local held = redis.call('hexists', KEYS[1], owner) == 1
 if not held and redis.call('exists', KEYS[1]) == 1 then
     return {0, redis.call('pttl', KEYS[1])}
 end
+-- Redis keeps a script's earlier writes when a later command fails, so the
+-- counter goes first: if it cannot be incremented, nothing is held.
+local token
+if held then
+    token = tonumber(redis.call('get', KEYS[2])) or 0
+else
+    token = redis.call('incr', KEYS[2])
+end
 redis.call('hset', KEYS[1], owner, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
-if held then
-    return {1, tonumber(redis.call('get', KEYS[2]) or 0), 0}
-end
-return {1, redis.call('incr', KEYS[2]), 1}
+return {1, token, held and 0 or 1}

@@ -38,18 +38,20 @@ end
 if redis.call('hexists', KEYS[1], owner) == 1 then
     redis.call('hset', KEYS[1], owner, ARGV[3])
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, tonumber(redis.call('get', KEYS[4]) or 0), 0}
+    return {1, tonumber(redis.call('get', KEYS[4])) or 0, 0}
 end
 
 local head = redis.call('lindex', KEYS[2], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == owner) then
+    -- the counter first: if it cannot be incremented, nothing changes
+    local token = redis.call('incr', KEYS[4])
+    redis.call('hset', KEYS[1], owner, ARGV[3])
+    redis.call('pexpire', KEYS[1], ARGV[1])
     if head then
         redis.call('lpop', KEYS[2])
     end
     redis.call('zrem', KEYS[3], owner)
-    redis.call('hset', KEYS[1], owner, ARGV[3])
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, redis.call('incr', KEYS[4]), 1}
+    return {1, token, 1}
 end
 
 local pttl = redis.call('pttl', KEYS[1])

@@ -373,8 +373,23 @@ rl_disconnect(RLConn *c)
 {
 	if (c->wes)
 		FreeWaitEventSet(c->wes);
+	if (c->ctx && c->in_flight)
+	{
+		/*
+		 * A request whose outcome we gave up on must never take effect
+		 * later. Reset the connection so that bytes still unsent (a
+		 * partitioned network) die with it, and have the next connection
+		 * kill this one in Redis, dropping what reached it unread.
+		 */
+		struct linger reset = {1, 0};
+
+		(void) setsockopt(c->ctx->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+		if (c->client_id > 0)
+			c->stale_client_id = c->client_id;
+	}
 	if (c->ctx)
 		redisFree(c->ctx);
+	c->client_id = 0;
 	c->wes = NULL;
 	c->ctx = NULL;
 	c->in_flight = false;
@@ -553,14 +568,20 @@ set_arg(RLCommand *cmd, const char *arg, size_t len)
 	cmd->argc++;
 }
 
-/* AUTH and SELECT right after connecting, in one round trip. */
+/*
+ * Right after connecting, in one round trip: AUTH, SELECT, learn our CLIENT
+ * ID, and kill the connection we gave up on before (see rl_disconnect), so
+ * that nothing it sent can run after the requests of this one.
+ */
 static bool
 setup_session(RLConn *c, TimestampTz until)
 {
-	RLCommand	cmds[2];
-	RLReply    *replies[2];
+	RLCommand	cmds[4];
+	RLReply    *replies[4];
 	char		db[16];
+	char		stale[24];
 	int			n = 0;
+	int			id_reply;
 
 	memset(cmds, 0, sizeof(cmds));
 	if (server.password[0] != '\0')
@@ -578,19 +599,34 @@ setup_session(RLConn *c, TimestampTz until)
 		set_arg(&cmds[n], db, strlen(db));
 		n++;
 	}
-	if (n == 0)
-		return true;
+	id_reply = n;
+	set_arg(&cmds[n], "CLIENT", 6);
+	set_arg(&cmds[n], "ID", 2);
+	n++;
+	if (c->stale_client_id > 0)
+	{
+		snprintf(stale, sizeof(stale), "%lld", c->stale_client_id);
+		set_arg(&cmds[n], "CLIENT", 6);
+		set_arg(&cmds[n], "KILL", 4);
+		set_arg(&cmds[n], "ID", 2);
+		set_arg(&cmds[n], stale, strlen(stale));
+		n++;
+	}
 	if (!round_trip(c, n, cmds, replies, until))
 	{
 		if (c->failure == RLF_TIMEOUT)
 			c->failure = RLF_CONNECT;
 		return false;
 	}
-	for (int i = 0; i < n; i++)
+	/* CLIENT may be denied by an ACL: then we do without. */
+	for (int i = 0; i < id_reply; i++)
 		if (replies[i]->type == REDIS_REPLY_ERROR)
 			return fail(c, RLF_SETUP,
 						"redis server at %s refused the connection setup: %s",
 						server.desc, replies[i]->str);
+	if (replies[id_reply]->type == REDIS_REPLY_INTEGER)
+		c->client_id = replies[id_reply]->integer;
+	c->stale_client_id = 0;
 	return true;
 }
 
@@ -809,6 +845,13 @@ rl_reply_error(const RLReply *reply, const char *what, const char *name)
 	bool		wrongtype = strncmp(reply->str, "WRONGTYPE", 9) == 0;
 	bool		oom = strncmp(reply->str, "OOM", 3) == 0;
 
+	if (strncmp(reply->str, "NOAUTH", 6) == 0 ||
+		strncmp(reply->str, "NOPERM", 6) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("redis server at %s refused to %s lock \"%s\": %s",
+						rl_server_desc(), what, name, reply->str),
+				 errhint("Check redislock.url and redislock.password.")));
 	ereport(ERROR,
 			(errcode(wrongtype ? ERRCODE_WRONG_OBJECT_TYPE :
 					 oom ? ERRCODE_OUT_OF_MEMORY :

@@ -72,6 +72,9 @@ typedef struct RLConn
 	bool		in_flight;		/* a request or subscription was left
 								 * half-done: the stream is out of sync */
 	bool		subscribed;
+	long long	client_id;		/* Redis' CLIENT ID of this connection */
+	long long	stale_client_id;	/* of a connection dropped with a
+									 * request in flight, to kill in Redis */
 	int			nchannels;
 	const char *const *channels;
 	RLFailure	failure;

@@ -234,6 +234,35 @@ int64_arg(int64 v)
 	return buf;
 }
 
+static bool
+is_int(const RLReply *r)
+{
+	return r->type == REDIS_REPLY_INTEGER;
+}
+
+/* An array of at least n elements, the first n of the given type. */
+static bool
+is_array_of(const RLReply *r, size_t n, int type)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (r->element[i]->type != type)
+			return false;
+	return true;
+}
+
+/* A reply that is not what our script returns: not a Redis we understand. */
+static void
+expect_reply(bool ok, const char *what, const char *name)
+{
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("unexpected reply from redis server at %s when asked to %s lock \"%s\"",
+						rl_server_desc(), what, name)));
+}
+
 /*
  * Fills e with a call of release.lua: trim owner's holds of the lock to keep
  * and, with leave, take owner out of its fair queue.
@@ -299,6 +328,13 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 			ereport(WARNING,
 					(errmsg("redis server at %s refused to release lock \"%s\": %s",
 							rl_server_desc(), locks[i]->name, replies[i]->str)));
+			before[i] = 0;
+			continue;
+		}
+		if (!is_int(replies[i]))
+		{
+			if (!quiet)
+				expect_reply(false, "release", locks[i]->name);
 			before[i] = 0;
 			continue;
 		}
@@ -472,11 +508,9 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	mark_dirty(ll);
 	r = eval_one(&e, "acquire", ll->name, ll);
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("unexpected reply from redis server at %s to an acquisition of lock \"%s\"",
-						rl_server_desc(), ll->name)));
+	expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
+							 REDIS_REPLY_INTEGER) && r->elements >= 2,
+				 "acquire", ll->name);
 	memset(out, 0, sizeof(*out));
 	out->acquired = r->element[0]->integer == 1;
 	if (out->acquired)
@@ -837,6 +871,7 @@ bool
 rl_lock_force_release(const char *name)
 {
 	RLEval		e;
+	RLReply    *r;
 
 	settle(false);
 	memset(&e, 0, sizeof(e));
@@ -845,7 +880,9 @@ rl_lock_force_release(const char *name)
 	e.keys[0] = name;
 	e.keys[1] = channel_key(name);
 	e.keys[2] = queue_key(name);
-	return eval_one(&e, "force-release", name, NULL)->integer == 1;
+	r = eval_one(&e, "force-release", name, NULL);
+	expect_reply(is_int(r), "force-release", name);
+	return r->integer == 1;
 }
 
 bool
@@ -874,6 +911,14 @@ rl_lock_status(const char *name, RLStatus *st)
 	e.keys[1] = queue_key(name);
 	e.keys[2] = token_key(name);
 	r = eval_one(&e, "read", name, NULL);
+	expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+				 r->element[0]->type == REDIS_REPLY_ARRAY &&
+				 r->element[0]->elements % 2 == 0 &&
+				 is_array_of(r->element[0], r->element[0]->elements, REDIS_REPLY_STRING) &&
+				 is_int(r->element[1]) && is_int(r->element[2]) &&
+				 (r->element[3]->type == REDIS_REPLY_STRING ||
+				  r->element[3]->type == REDIS_REPLY_NIL),
+				 "read", name);
 
 	memset(st, 0, sizeof(*st));
 	hash = r->element[0];
@@ -1003,7 +1048,10 @@ verify_before_commit(void)
 	}
 	for (int i = 0; i < n; i++)
 	{
-		if (replies[i]->type == REDIS_REPLY_INTEGER && replies[i]->integer == 1)
+		if (replies[i]->type == REDIS_REPLY_ERROR)
+			rl_reply_error(replies[i], "verify", held[i]->name);
+		expect_reply(is_int(replies[i]), "verify", held[i]->name);
+		if (replies[i]->integer == 1)
 			continue;
 		if (held[i]->slot >= 0 &&
 			rl_registry_mark_lost(held[i]->slot, held[i]->generation))

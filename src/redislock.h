@@ -13,8 +13,8 @@
 /* Shortest fixed lease: anything shorter could expire before the reply. */
 #define RL_MIN_LEASE_MS 100
 
-/* Longest fixed lease: 100 years. */
-#define RL_MAX_LEASE_MS (INT64CONST(100) * 365 * 24 * 3600 * 1000)
+/* Longest fixed lease: 100 years, counted as interval does (30-day months). */
+#define RL_MAX_LEASE_MS (INT64CONST(100) * 12 * 30 * 24 * 3600 * 1000)
 
 /* Owner ids are "<36-char uuid>:<session number>". */
 #define RL_OWNER_MAX 64

@@ -101,6 +101,8 @@ renew_batch(RLSlotCopy **items, int n)
 			ereport(WARNING,
 					(errmsg("could not renew redis lock \"%s\": %s", s->name, replies[i]->str)));
 		}
+		else if (replies[i]->type != REDIS_REPLY_INTEGER)
+			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
 		else if (replies[i]->integer == 1)
 		{
 			rl_registry_renewed(items[i]->index, s->generation, sent);
@@ -140,7 +142,7 @@ release_orphans(RLSlotCopy **items, int n)
 			ereport(WARNING,
 					(errmsg("could not release redis lock \"%s\" of an ended session: %s",
 							items[i]->slot.name, replies[i]->str)));
-		else if (replies[i]->integer > 0)
+		else if (replies[i]->type == REDIS_REPLY_INTEGER && replies[i]->integer > 0)
 		{
 			rl_stat_add(RL_STAT_WORKER_RELEASED, 1);
 			ereport(LOG,
