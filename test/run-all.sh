@@ -7,11 +7,14 @@
 #   test/lib/RedisLockTest.pm).  Stops everything it started, exits non-zero
 #   if anything failed, and ends with the line
 #       redislock: N passed, M failed
-#   (N, M count pg_regress tests plus TAP test files).
+#   (N, M count pg_regress tests, TAP test files and the fault suite's runs).
+#   Last comes the fault suite, test/faults/run.sh (faults, partitions,
+#   bad input, valgrind).
 #
 # Usage: bash test/run-all.sh [--regress-only | --tap-only] [--no-deps]
-#                             [--no-build] [TAP files...]
-#   TAP files: names or paths of test/t/*.pl files to run instead of all.
+#                             [--no-build] [--no-faults] [TAP files...]
+#   TAP files: names or paths of test/t/*.pl files to run instead of all
+#   (the fault suite then does not run).
 # Environment:
 #   REDISLOCK_KEEP=1             keep the work dir (and TAP data dirs)
 #   REDISLOCK_TAP_TIMEOUT=600    seconds per TAP file
@@ -33,12 +36,13 @@ REGRESS_TIMEOUT=${REDISLOCK_REGRESS_TIMEOUT:-600}
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
-DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1
+DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1 DO_FAULTS=1
 TAP_ARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --regress-only) DO_TAP=0 ;;
-        --tap-only) DO_REGRESS=0 ;;
+        --regress-only) DO_TAP=0 DO_FAULTS=0 ;;
+        --tap-only) DO_REGRESS=0 DO_FAULTS=0 ;;
+        --no-faults) DO_FAULTS=0 ;;
         --no-deps) DO_DEPS=0 ;;
         --no-build) DO_BUILD=0 ;;
         -h|--help) usage; exit 0 ;;
@@ -381,7 +385,30 @@ run_tap() {
     done
 }
 
+# The fault suite has its own runner; its closing line carries its counts.
+run_faults() {
+    local args=(--no-build) out rc=0
+    [ "$DO_DEPS" = 1 ] || args+=(--no-deps)
+    log "fault suite: bash test/faults/run.sh ${args[*]}"
+    out=$(mktemp)
+    bash "$ROOT/test/faults/run.sh" "${args[@]}" 2>&1 | tee "$out" || rc=$?
+    local line
+    line=$(grep -E '^faults: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1 || true)
+    rm -f "$out"
+    if [ -n "$line" ]; then
+        local p f
+        p=$(echo "$line" | sed -E 's/^faults: ([0-9]+) passed.*/\1/')
+        f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
+        PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+        [ "$f" -gt 0 ] && FAILED_NAMES+=("faults")
+    fi
+    if [ -z "$line" ] || { [ "$rc" -ne 0 ] && [ "${f:-1}" -eq 0 ]; }; then
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("faults(runner)")
+    fi
+}
+
 if [ "$DO_REGRESS" = 1 ]; then run_regress; fi
 if [ "$DO_TAP" = 1 ]; then run_tap; fi
+if [ "$DO_FAULTS" = 1 ] && [ ${#TAP_ARGS[@]} -eq 0 ]; then run_faults; fi
 
 [ "$FAILED" -eq 0 ]
