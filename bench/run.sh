@@ -38,12 +38,9 @@ fi
 WORK=$(mktemp -d /tmp/redislock-bench.XXXXXX)
 trap '[ "${REDISLOCK_KEEP:-0}" = 1 ] || rm -rf "$WORK"' EXIT
 cp -r "$ROOT/bench" "$ROOT/test" "$ROOT/lua" "$WORK/"
-if [ "$(id -u)" -eq 0 ]; then
-    chown -R postgres: "$WORK"
-    AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups env HOME=/tmp)
-else
-    AS_PG=(env)
-fi
+# shellcheck source=../test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
+[ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 [ "$ONLY_RESULTS" = 1 ] && workloads=()

@@ -57,50 +57,14 @@ FAILED=0
 FAILED_NAMES=()
 WORK=
 REDIS_PID=
-CHILD=
+
 SUMMARY_PRINTED=0
 
 log() { printf '\n=== run-all: %s\n' "$*"; }
 
-# --- who runs the servers --------------------------------------------------
-if [ "$(id -u)" -eq 0 ]; then
-    RUN_USER=postgres
-    PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
-    # setpriv execs (no lingering parent), so $! is the real server pid.
-    AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups
-           env HOME="${PG_HOME:-/tmp}" USER=postgres LOGNAME=postgres)
-    SUDO=()
-else
-    RUN_USER=$(id -un)
-    AS_PG=(env)
-    SUDO=(sudo)
-fi
+# shellcheck source=lib/common.sh
+. "$ROOT/test/lib/common.sh"
 
-free_port() {
-    # Random port above the ephemeral range and PostgreSQL::Test's range,
-    # that can be bound on 127.0.0.1 right now.
-    perl -MIO::Socket::INET -e '
-        for (1 .. 1000) {
-            my $p = 61000 + int(rand(4000));
-            next if grep { $_ == $p } @ARGV;
-            my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1",
-                LocalPort => $p, Listen => 1, ReuseAddr => 1) or next;
-            close $s; print "$p\n"; exit 0;
-        }
-        exit 1' -- "$@"
-}
-
-# Run a command in the background and wait for it, so that a trapped
-# INT/TERM interrupts the wait at once (bash defers traps during a
-# foreground command).
-run_waited() {
-    "$@" &
-    CHILD=$!
-    local rc=0
-    wait "$CHILD" || rc=$?
-    CHILD=
-    return "$rc"
-}
 
 # run_logged FILE CMD...: run_waited, showing the output live and copying it
 # to FILE; returns only once the copy is complete (bounded), so that later
@@ -129,18 +93,6 @@ summary() {
     echo "redislock: $PASSED passed, $FAILED failed"
 }
 
-stop_redis_pid() {
-    # TERM, wait (bounded), then KILL; only if the pid still is a redis-server.
-    local pid=$1
-    [ -n "$pid" ] || return 0
-    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in redis-server*|redis-check*) ;; *) return 0 ;; esac
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for _ in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-}
 
 cleanup() {
     local rc=$?
@@ -148,36 +100,10 @@ cleanup() {
     trap - EXIT INT TERM HUP
     # The running step (prove / pg_regress under timeout): timeout forwards
     # TERM to its whole process group.
-    if [ -n "$CHILD" ]; then
-        kill -TERM "$CHILD" 2>/dev/null
-        for _ in $(seq 1 150); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$CHILD" 2>/dev/null
-        wait "$CHILD" 2>/dev/null
-    fi
-    stop_redis_pid "$REDIS_PID"
+    stop_child
+    kill_pid_if "$REDIS_PID" 'redis-server*'
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
-        # Anything a test left running under the work dir: postmasters
-        # (pg_ctl setsid()s them, so no process-group kill reaches them) and
-        # redis-servers (pidfile in their directory).
-        local f pid
-        while IFS= read -r f; do
-            pid=$(head -n1 "$f" 2>/dev/null)
-            # A crashed node leaves a stale pidfile: only a live postmaster
-            # of that very data dir is ours.
-            if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$(dirname "$f")"; then
-                echo "run-all: stopping leftover postmaster $pid ($(dirname "$f"))"
-                "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$(dirname "$f")" -m immediate -t 30 stop >/dev/null 2>&1 \
-                    || kill -KILL "$pid" 2>/dev/null
-            fi
-        done < <(find "$WORK" -name postmaster.pid 2>/dev/null)
-        while IFS= read -r f; do
-            pid=$(head -n1 "$f" 2>/dev/null)
-            # redis-server runs in its own dir: checks the pid is that server.
-            if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(dirname "$f")" ]; then
-                echo "run-all: stopping leftover redis-server $pid ($(dirname "$f"))"
-                stop_redis_pid "$pid"
-            fi
-        done < <(find "$WORK" -name 'redis*.pid' 2>/dev/null)
+        stop_leftovers "$WORK" run-all
         if [ "${REDISLOCK_KEEP:-0}" = 1 ]; then
             echo "run-all: work dir kept: $WORK"
         else
@@ -310,7 +236,7 @@ EOF
         --bindir="$PGBIN" --dbname=contrib_regression \
         $tests || rc=$?
 
-    stop_redis_pid "$REDIS_PID"; REDIS_PID=
+    kill_pid_if "$REDIS_PID" 'redis-server*'; REDIS_PID=
 
     # Count per test from pg_regress' own lines: "test foo ... ok" /
     # "     foo ... FAILED" / "... failed (ignored)".

@@ -15,32 +15,10 @@ PGBIN=/usr/lib/postgresql/15/bin
 PG_CONFIG=$PGBIN/pg_config
 LOCK=sandbox:demo
 
-if [ "$(id -u)" -eq 0 ]; then
-    RUN_USER=postgres
-    PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
-    AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups
-           env HOME="${PG_HOME:-/tmp}" USER=postgres LOGNAME=postgres)
-    SUDO=()
-else
-    RUN_USER=$(id -un)
-    AS_PG=(env)
-    SUDO=(sudo)
-fi
+# shellcheck source=lib/common.sh
+. "$ROOT/test/lib/common.sh"
 
 say() { printf '\n### %s\n' "$*"; }
-
-free_port() {
-    # Random loopback port that is free now, above the ephemeral range.
-    perl -MIO::Socket::INET -e '
-        for (1 .. 1000) {
-            my $p = 61000 + int(rand(4000));
-            next if grep { $_ == $p } @ARGV;
-            my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1",
-                LocalPort => $p, Listen => 1, ReuseAddr => 1) or next;
-            close $s; print "$p\n"; exit 0;
-        }
-        exit 1' -- "$@"
-}
 
 # wait_for SECONDS DESCRIPTION COMMAND...: poll COMMAND every 0.1 s until it
 # succeeds; bounded.

@@ -22,7 +22,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-FAULTS=$ROOT/test/faults
 PGBIN=/usr/lib/postgresql/15/bin
 PG_CONFIG=$PGBIN/pg_config
 PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
@@ -53,37 +52,18 @@ fi
 
 PASSED=0 FAILED=0
 FAILED_NAMES=()
-WORK= CHILD= NS= VETH_H= VETH_N= NS_REDIS_PID= CTL_PID=
+WORK='' NS='' VETH_H='' VETH_N='' NS_REDIS_PID='' CTL_PID=''
 SUMMARY_PRINTED=0
-PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
-AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups
-       env HOME="${PG_HOME:-/tmp}" USER=postgres LOGNAME=postgres)
+# shellcheck source=../lib/common.sh
+. "$ROOT/test/lib/common.sh"
 
 log() { printf '\n=== faults: %s\n' "$*"; }
-
-run_waited() {
-    "$@" &
-    CHILD=$!
-    local rc=0
-    wait "$CHILD" || rc=$?
-    CHILD=
-    return "$rc"
-}
 
 summary() {
     [ "$SUMMARY_PRINTED" = 1 ] && return
     SUMMARY_PRINTED=1
     [ ${#FAILED_NAMES[@]} -gt 0 ] && { echo; echo "faults: FAILED: ${FAILED_NAMES[*]}"; }
     echo "faults: $PASSED passed, $FAILED failed"
-}
-
-kill_pid_if() {   # kill_pid_if PID COMM-PATTERN: TERM, bounded wait, KILL
-    local pid=$1 pat=$2 i
-    [ -n "$pid" ] || return 0
-    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in $pat) ;; *) return 0 ;; esac
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
 }
 
 netns_teardown() {
@@ -101,30 +81,10 @@ cleanup() {
     local rc=$?
     set +e
     trap - EXIT INT TERM HUP
-    if [ -n "$CHILD" ]; then
-        kill -TERM "$CHILD" 2>/dev/null
-        for _ in $(seq 1 150); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$CHILD" 2>/dev/null
-        wait "$CHILD" 2>/dev/null
-    fi
+    stop_child
     netns_teardown
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
-        local f pid
-        while IFS= read -r f; do
-            pid=$(head -n1 "$f" 2>/dev/null)
-            if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$(dirname "$f")"; then
-                echo "faults: stopping leftover postmaster $pid ($(dirname "$f"))"
-                "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$(dirname "$f")" -m immediate -t 60 stop >/dev/null 2>&1 \
-                    || kill -KILL "$pid" 2>/dev/null
-            fi
-        done < <(find "$WORK" -name postmaster.pid 2>/dev/null)
-        while IFS= read -r f; do
-            pid=$(head -n1 "$f" 2>/dev/null)
-            if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(dirname "$f")" ]; then
-                echo "faults: stopping leftover redis-server $pid"
-                kill_pid_if "$pid" 'redis-server*'
-            fi
-        done < <(find "$WORK" -name 'redis*.pid' 2>/dev/null)
+        stop_leftovers "$WORK" faults
         if [ "${REDISLOCK_KEEP:-0}" = 1 ] || [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then
             echo "faults: work dir kept: $WORK"
         else
@@ -201,8 +161,7 @@ netns_setup() {
         --daemonize no --dir "$WORK/netns/redis" --pidfile "$WORK/netns/redis/redis.pid" \
         --logfile "$WORK/netns/redis/redis.log" &
     NS_REDIS_PID=$!
-    local i
-    for i in $(seq 1 100); do
+    for _ in $(seq 1 100); do
         [ "$(redis-cli -h 10.200.0.2 -p 6379 ping 2>/dev/null)" = PONG ] && break
         sleep 0.1
     done

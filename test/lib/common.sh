@@ -1,0 +1,93 @@
+# shellcheck shell=bash
+# test/lib/common.sh: shell helpers shared by test/run-all.sh,
+# test/faults/run.sh, test/sandbox.sh and bench/run.sh. Source it after
+# setting PGBIN. It sets RUN_USER, AS_PG (a command prefix that runs as the
+# postgres user when we are root: PostgreSQL refuses to run as root) and
+# SUDO, and defines the functions below.
+
+# shellcheck disable=SC2034  # RUN_USER and SUDO are for the sourcing script
+if [ "$(id -u)" -eq 0 ]; then
+    RUN_USER=postgres
+    PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
+    # setpriv execs (no lingering parent), so $! is the real server pid.
+    AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups
+           env HOME="${PG_HOME:-/tmp}" USER=postgres LOGNAME=postgres)
+    SUDO=()
+else
+    RUN_USER=$(id -un)
+    AS_PG=(env)
+    SUDO=(sudo)
+fi
+
+# free_port [TAKEN...]: a random port on 127.0.0.1 that is free now, above
+# the ephemeral range and PostgreSQL::Test::Cluster's range.
+free_port() {
+    perl -MIO::Socket::INET -e '
+        for (1 .. 1000) {
+            my $p = 61000 + int(rand(4000));
+            next if grep { $_ == $p } @ARGV;
+            my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1",
+                LocalPort => $p, Listen => 1, ReuseAddr => 1) or next;
+            close $s; print "$p\n"; exit 0;
+        }
+        exit 1' -- "$@"
+}
+
+# run_waited CMD...: run CMD in the background and wait for it, so that a
+# trapped INT/TERM interrupts the wait at once (bash defers traps during a
+# foreground command). The pid is in CHILD while it runs.
+CHILD=
+run_waited() {
+    "$@" &
+    CHILD=$!
+    local rc=0
+    wait "$CHILD" || rc=$?
+    CHILD=
+    return "$rc"
+}
+
+# stop_child: end the command run_waited is running: TERM, bounded wait, KILL.
+stop_child() {
+    [ -n "$CHILD" ] || return 0
+    kill -TERM "$CHILD" 2>/dev/null
+    for _ in $(seq 1 150); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$CHILD" 2>/dev/null
+    wait "$CHILD" 2>/dev/null
+    CHILD=
+}
+
+# kill_pid_if PID COMM-PATTERN: TERM, bounded wait, KILL; only if PID still
+# is a process whose name matches the pattern (a pid may have been reused).
+kill_pid_if() {
+    local pid=$1 pat=$2
+    [ -n "$pid" ] || return 0
+    # shellcheck disable=SC2254
+    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in $pat) ;; *) return 0 ;; esac
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# stop_leftovers DIR TAG: stop every postmaster and redis-server still running
+# from a data directory under DIR. pg_ctl setsid()s postmasters, so no
+# process-group kill reaches them. A crashed node leaves a stale pidfile:
+# only a live process of that very directory is stopped.
+stop_leftovers() {
+    local dir=$1 tag=$2 f pid
+    while IFS= read -r f; do
+        pid=$(head -n1 "$f" 2>/dev/null)
+        if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$(dirname "$f")"; then
+            echo "$tag: stopping leftover postmaster $pid ($(dirname "$f"))"
+            "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$(dirname "$f")" -m immediate -t 60 stop >/dev/null 2>&1 \
+                || kill -KILL "$pid" 2>/dev/null
+        fi
+    done < <(find "$dir" -name postmaster.pid 2>/dev/null)
+    while IFS= read -r f; do
+        pid=$(head -n1 "$f" 2>/dev/null)
+        # redis-server runs in its own dir: that tells it is this one.
+        if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(dirname "$f")" ]; then
+            echo "$tag: stopping leftover redis-server $pid ($(dirname "$f"))"
+            kill_pid_if "$pid" 'redis-server*'
+        fi
+    done < <(find "$dir" -name 'redis*.pid' 2>/dev/null)
+}
