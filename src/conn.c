@@ -50,7 +50,19 @@ typedef enum WaitResult
 RLConn		rl_cmd_conn = {.role = "command"};
 RLConn		rl_sub_conn = {.role = "subscriber"};
 
+/* A host:port, for sentinels and the master they name. */
+typedef struct RLNode
+{
+	char		host[256];
+	int			port;
+} RLNode;
+
+#define RL_MAX_SENTINELS 16
+
 static RLServer server;
+static RLNode sentinels[RL_MAX_SENTINELS];
+static int	nsentinels = 0;
+static int	sentinel_first = 0;	/* the one that answered last */
 static uint64 server_generation = 0;
 static bool server_ok = false;
 static char server_problem[256];
@@ -59,7 +71,7 @@ static bool
 fail(RLConn *c, RLFailure failure, const char *fmt,...)
 pg_attribute_printf(3, 4);
 static bool subscribe_once(RLConn *c, int nchannels,
-						   const char *const *channels);
+						   const char *const *channels, TimestampTz until);
 
 /* Records why c failed; always returns false for the caller to pass on. */
 static bool
@@ -275,6 +287,78 @@ rl_check_url(const char *url, char **detail)
 	return false;
 }
 
+/*
+ * Parses "host:port[,host:port...]" (IPv6 hosts in brackets) into nodes.
+ * Returns the count, or -1 with *problem set.
+ */
+static int
+parse_node_list(const char *list, RLNode *nodes, int max, const char **problem)
+{
+	int			n = 0;
+	const char *p = list;
+
+	while (*p != '\0')
+	{
+		const char *end;
+		const char *colon;
+		const char *host = p;
+		size_t		hostlen;
+		char	   *portend;
+		long		port;
+
+		while (*host == ' ')
+			host++;
+		end = host + strcspn(host, ",");
+		colon = end;
+		while (colon > host && colon[-1] != ':')
+			colon--;
+		if (colon == host)
+		{
+			*problem = "each entry must be host:port";
+			return -1;
+		}
+		port = strtol(colon, &portend, 10);
+		while (*portend == ' ')
+			portend++;
+		hostlen = colon - 1 - host;
+		if (hostlen >= 2 && host[0] == '[' && host[hostlen - 1] == ']')
+		{
+			host++;
+			hostlen -= 2;
+		}
+		if (portend != end || port < 1 || port > 65535 || hostlen == 0 ||
+			hostlen >= sizeof(nodes[0].host))
+		{
+			*problem = "each entry must be host:port with a port from 1 to 65535";
+			return -1;
+		}
+		if (n == max)
+		{
+			*problem = "too many entries";
+			return -1;
+		}
+		memcpy(nodes[n].host, host, hostlen);
+		nodes[n].host[hostlen] = '\0';
+		nodes[n].port = (int) port;
+		n++;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
+
+/* GUC check hook support: is this a usable list of sentinels? */
+bool
+rl_check_sentinels(const char *list, char **detail)
+{
+	RLNode		tmp[RL_MAX_SENTINELS];
+	const char *problem = NULL;
+
+	if (list == NULL || parse_node_list(list, tmp, RL_MAX_SENTINELS, &problem) >= 0)
+		return true;
+	*detail = (char *) problem;
+	return false;
+}
+
 /* Re-reads the settings if they changed since we last looked. */
 static void
 load_server(void)
@@ -298,6 +382,22 @@ load_server(void)
 	}
 	if (rl_password && rl_password[0] != '\0')
 		strlcpy(server.password, rl_password, sizeof(server.password));
+	nsentinels = 0;
+	if (rl_sentinels && rl_sentinels[0] != '\0')
+	{
+		nsentinels = parse_node_list(rl_sentinels, sentinels, RL_MAX_SENTINELS, &problem);
+		if (nsentinels < 0)
+		{
+			nsentinels = 0;
+			snprintf(server_problem, sizeof(server_problem),
+					 "redislock.sentinels is invalid: %s", problem);
+			return;
+		}
+		server.unix_path[0] = '\0';
+		snprintf(server.desc, sizeof(server.desc), "master \"%s\" (via sentinels)",
+				 rl_sentinel_master);
+	}
+	sentinel_first = 0;
 	server_ok = true;
 }
 
@@ -576,12 +676,13 @@ set_arg(RLCommand *cmd, const char *arg, size_t len)
 static bool
 setup_session(RLConn *c, TimestampTz until)
 {
-	RLCommand	cmds[4];
-	RLReply    *replies[4];
+	RLCommand	cmds[5];
+	RLReply    *replies[5];
 	char		db[16];
 	char		stale[24];
 	int			n = 0;
 	int			id_reply;
+	int			role_reply = -1;
 
 	memset(cmds, 0, sizeof(cmds));
 	if (server.password[0] != '\0')
@@ -603,6 +704,13 @@ setup_session(RLConn *c, TimestampTz until)
 	set_arg(&cmds[n], "CLIENT", 6);
 	set_arg(&cmds[n], "ID", 2);
 	n++;
+	if (nsentinels > 0)
+	{
+		/* the sentinels' answer may predate a failover */
+		role_reply = n;
+		set_arg(&cmds[n], "ROLE", 4);
+		n++;
+	}
 	if (c->stale_client_id > 0)
 	{
 		snprintf(stale, sizeof(stale), "%lld", c->stale_client_id);
@@ -627,20 +735,30 @@ setup_session(RLConn *c, TimestampTz until)
 	if (replies[id_reply]->type == REDIS_REPLY_INTEGER)
 		c->client_id = replies[id_reply]->integer;
 	c->stale_client_id = 0;
+	if (role_reply >= 0 &&
+		!(replies[role_reply]->type == REDIS_REPLY_ARRAY &&
+		  replies[role_reply]->elements > 0 &&
+		  replies[role_reply]->element[0]->type == REDIS_REPLY_STRING &&
+		  strcmp(replies[role_reply]->element[0]->str, "master") == 0))
+		return fail(c, RLF_FAILOVER,
+					"redis server at %s is not a master yet: failover in progress",
+					server.desc);
 	return true;
 }
 
+/* Opens a socket to the node (or unix path) and waits until it connects. */
 static bool
-connect_socket(RLConn *c, TimestampTz until)
+connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
+			   TimestampTz until)
 {
 	redisContext *ctx;
 	int			err = 0;
 	socklen_t	errlen = sizeof(err);
 
-	if (server.unix_path[0] != '\0')
-		ctx = redisConnectUnixNonBlock(server.unix_path);
+	if (unix_path != NULL && unix_path[0] != '\0')
+		ctx = redisConnectUnixNonBlock(unix_path);
 	else
-		ctx = redisConnectNonBlock(server.host, server.port);
+		ctx = redisConnectNonBlock(node->host, node->port);
 	if (ctx == NULL)
 		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
 					server.desc);
@@ -671,16 +789,70 @@ connect_socket(RLConn *c, TimestampTz until)
 	if (err != 0)
 		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
 					server.desc, strerror(err));
-	if (server.unix_path[0] == '\0')
+	if (unix_path == NULL || unix_path[0] == '\0')
 		redisEnableKeepAlive(ctx);
 	return true;
 }
 
-/* Opens c if needed; a connection left out of sync is reopened. */
+/*
+ * Asks the sentinels, in turn, where the master is; the one that answered
+ * last is asked first. Every new connection asks again, so a failover is
+ * followed as soon as the old connection breaks or refuses writes.
+ */
 static bool
-ensure_open(RLConn *c)
+discover_master(RLConn *c, TimestampTz until)
 {
-	TimestampTz until;
+	RLConn		probe = {.role = "sentinel"};
+	char		problem[256] = "no sentinel answered";
+
+	for (int i = 0; i < nsentinels; i++)
+	{
+		int			k = (sentinel_first + i) % nsentinels;
+		RLCommand	cmd;
+		RLReply    *r;
+		TimestampTz one = Min(until, after_ms(Max(rl_connect_timeout / nsentinels, 200)));
+
+		memset(&cmd, 0, sizeof(cmd));
+		set_arg(&cmd, "SENTINEL", 8);
+		set_arg(&cmd, "get-master-addr-by-name", 23);
+		set_arg(&cmd, rl_sentinel_master, strlen(rl_sentinel_master));
+		if (!connect_socket(&probe, &sentinels[k], NULL, one) ||
+			!round_trip(&probe, 1, &cmd, &r, one))
+		{
+			snprintf(problem, sizeof(problem), "sentinel %s:%d: %s",
+					 sentinels[k].host, sentinels[k].port, probe.errmsg);
+			rl_disconnect(&probe);
+			continue;
+		}
+		rl_disconnect(&probe);
+		if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+			r->element[0]->type == REDIS_REPLY_STRING &&
+			r->element[1]->type == REDIS_REPLY_STRING &&
+			r->element[0]->len < sizeof(server.host))
+		{
+			strlcpy(server.host, r->element[0]->str, sizeof(server.host));
+			server.port = atoi(r->element[1]->str);
+			snprintf(server.desc, sizeof(server.desc), "%s:%d (master \"%s\")",
+					 server.host, server.port, rl_sentinel_master);
+			sentinel_first = k;
+			return true;
+		}
+		snprintf(problem, sizeof(problem), "sentinel %s:%d does not know master \"%s\"",
+				 sentinels[k].host, sentinels[k].port, rl_sentinel_master);
+	}
+	return fail(c, RLF_CONNECT,
+				"no sentinel of redislock.sentinels could name master \"%s\": %s",
+				rl_sentinel_master, problem);
+}
+
+/*
+ * Opens c if needed, by until at the latest; a connection left out of sync
+ * is reopened. Behind sentinels, the master is looked up first.
+ */
+static bool
+ensure_open(RLConn *c, TimestampTz until)
+{
+	RLNode		master;
 
 	if (rl_healthy(c))
 		return true;
@@ -689,11 +861,61 @@ ensure_open(RLConn *c)
 	if (!server_ok)
 		return fail(c, RLF_CONFIG, "%s", server_problem);
 	c->generation = rl_settings_generation;
-	until = after_ms(rl_connect_timeout);
-	if (connect_socket(c, until) && setup_session(c, until))
+	until = Min(until, after_ms(rl_connect_timeout));
+	if (nsentinels > 0 && !discover_master(c, until))
+		return false;
+	strlcpy(master.host, server.host, sizeof(master.host));
+	master.port = server.port;
+	if (connect_socket(c, &master, server.unix_path, until) && setup_session(c, until))
 		return true;
 	rl_disconnect(c);
 	return false;
+}
+
+/*
+ * Behind sentinels, a reply saying the server is no longer (or not yet) a
+ * writable master means a failover: a failure, to be retried on the master
+ * the sentinels name next.
+ */
+static bool
+failover_reply(RLConn *c, int n, RLReply **replies)
+{
+	if (nsentinels == 0)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (replies[i]->type == REDIS_REPLY_ERROR &&
+			(strncmp(replies[i]->str, "READONLY", 8) == 0 ||
+			 strncmp(replies[i]->str, "MASTERDOWN", 10) == 0 ||
+			 strncmp(replies[i]->str, "LOADING", 7) == 0))
+			return !fail(c, RLF_FAILOVER, "redis server at %s is failing over: %s",
+						 server.desc, replies[i]->str);
+	return false;
+}
+
+/*
+ * Whether a request that failed on c should be sent again. Every request
+ * redislock makes is safe to repeat. Redis may have closed an idle
+ * connection (restart, client timeout) and we learn it only now: once more
+ * on a new connection. Behind sentinels a failover takes a few seconds:
+ * again every 100 ms until the command timeout. Never after a timeout,
+ * which would only stretch the wait.
+ */
+static bool
+worth_retrying(RLConn *c, bool *reused, TimestampTz until)
+{
+	if (c->failure == RLF_IO && *reused)
+	{
+		*reused = false;
+		return true;
+	}
+	if (nsentinels == 0 || c->failure == RLF_TIMEOUT || c->failure == RLF_CONFIG ||
+		GetCurrentTimestamp() + 100 * 1000 >= until)
+		return false;
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+					 100, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	return true;
 }
 
 /*
@@ -706,25 +928,18 @@ bool
 rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 {
 	bool		reused = rl_healthy(c);
+	TimestampTz until = after_ms(rl_command_timeout);
 
 	for (;;)
 	{
 		c->failure = RLF_NONE;
-		if (!ensure_open(c))
-			return false;
-		if (round_trip(c, ncmds, cmds, replies, after_ms(rl_command_timeout)))
+		if (ensure_open(c, until) &&
+			round_trip(c, ncmds, cmds, replies, until) &&
+			!failover_reply(c, ncmds, replies))
 			return true;
 		rl_disconnect(c);
-
-		/*
-		 * Redis may have closed an idle connection (restart, client timeout)
-		 * and we learn it only now. Send once more on a new connection: every
-		 * request redislock makes is safe to repeat. Not after a timeout,
-		 * which would double the wait.
-		 */
-		if (!reused || c->failure != RLF_IO)
+		if (!worth_retrying(c, &reused, until))
 			return false;
-		reused = false;
 	}
 }
 
@@ -888,26 +1103,26 @@ bool
 rl_subscribe(RLConn *c, int nchannels, const char *const *channels)
 {
 	bool		reused = rl_healthy(c);
+	TimestampTz until = after_ms(rl_command_timeout);
 
-	while (!subscribe_once(c, nchannels, channels))
+	while (!subscribe_once(c, nchannels, channels, until))
 	{
-		if (!reused || c->failure != RLF_IO)
+		if (!worth_retrying(c, &reused, until))
 			return false;
-		reused = false;
 	}
 	return true;
 }
 
 /* rl_subscribe() on the current connection, or a new one if there is none. */
 static bool
-subscribe_once(RLConn *c, int nchannels, const char *const *channels)
+subscribe_once(RLConn *c, int nchannels, const char *const *channels,
+			   TimestampTz until)
 {
 	RLCommand	cmd;
-	TimestampTz until;
 	int			confirmed = 0;
 
 	c->failure = RLF_NONE;
-	if (!ensure_open(c))
+	if (!ensure_open(c, until))
 		return false;
 	memset(&cmd, 0, sizeof(cmd));
 	set_arg(&cmd, "SUBSCRIBE", 9);
@@ -922,7 +1137,6 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels)
 	c->subscribed = true;
 	c->nchannels = nchannels;
 	c->channels = channels;
-	until = after_ms(rl_command_timeout);
 	if (!flush(c, until))
 	{
 		rl_disconnect(c);

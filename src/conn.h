@@ -58,7 +58,8 @@ typedef enum RLFailure
 	RLF_SETUP,					/* AUTH/SELECT refused */
 	RLF_TIMEOUT,				/* no reply within command_timeout */
 	RLF_IO,						/* connection lost */
-	RLF_PROTOCOL				/* the peer does not speak RESP */
+	RLF_PROTOCOL,				/* the peer does not speak RESP */
+	RLF_FAILOVER				/* behind sentinels: not the master (now) */
 } RLFailure;
 
 typedef struct RLConn
@@ -96,6 +97,7 @@ extern void rl_reply_error(const RLReply *reply, const char *what,
 						   const char *name) pg_attribute_noreturn();
 extern const char *rl_server_desc(void);
 extern bool rl_check_url(const char *url, char **detail);
+extern bool rl_check_sentinels(const char *list, char **detail);
 
 extern bool rl_subscribe(RLConn *c, int nchannels, const char *const *channels);
 extern int	rl_wait_message(RLConn *c, TimestampTz until);

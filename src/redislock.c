@@ -26,6 +26,8 @@ PG_MODULE_MAGIC;
 
 char	   *rl_url = NULL;
 char	   *rl_password = NULL;
+char	   *rl_sentinels = NULL;
+char	   *rl_sentinel_master = NULL;
 int			rl_connect_timeout = 2000;
 int			rl_command_timeout = 5000;
 int			rl_watchdog_timeout = 30000;
@@ -46,6 +48,17 @@ check_url(char **newval, void **extra, GucSource source)
 	char	   *detail = NULL;
 
 	if (rl_check_url(*newval, &detail))
+		return true;
+	GUC_check_errdetail("%s", detail);
+	return false;
+}
+
+static bool
+check_sentinels(char **newval, void **extra, GucSource source)
+{
+	char	   *detail = NULL;
+
+	if (rl_check_sentinels(*newval, &detail))
 		return true;
 	GUC_check_errdetail("%s", detail);
 	return false;
@@ -178,6 +191,22 @@ define_settings(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, assign_connection_setting, NULL);
+	DefineCustomStringVariable("redislock.sentinels",
+							   "Redis Sentinels that name the master, as host:port,host:port,...",
+							   "When set, the master is looked up through them and followed across failovers; redislock.url then gives only user, password and database.",
+							   &rl_sentinels,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_sentinels, assign_connection_setting, NULL);
+	DefineCustomStringVariable("redislock.sentinel_master",
+							   "Name under which the sentinels monitor the master.",
+							   NULL,
+							   &rl_sentinel_master,
+							   "mymaster",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
 							   NULL, assign_connection_setting, NULL);
 	DefineCustomIntVariable("redislock.connect_timeout",
 							"How long to wait for a connection to Redis.",

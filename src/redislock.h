@@ -21,6 +21,8 @@
 
 extern char *rl_url;
 extern char *rl_password;
+extern char *rl_sentinels;
+extern char *rl_sentinel_master;
 extern int	rl_connect_timeout;
 extern int	rl_command_timeout;
 extern int	rl_watchdog_timeout;

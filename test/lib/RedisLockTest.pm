@@ -336,6 +336,8 @@ Starts it and waits (bounded) until it answers PING.  Options:
   extra       => [...]  extra redis.conf lines, e.g. ['maxmemory 1mb']
   port        => N      use this port instead of a free one
   start_timeout => 20   seconds to wait for PING (default 20)
+  sentinel    => 1      run it as a Redis Sentinel (extra holds its
+                        'sentinel monitor ...' lines)
 
 =cut
 
@@ -370,6 +372,7 @@ sub new
 		owner         => $$,
 		pid           => undef,
 		start_timeout => $opt{start_timeout} // 20,
+		sentinel      => $opt{sentinel},
 	}, $class;
 
 	my @conf = (
@@ -477,7 +480,8 @@ sub start
 		open STDIN, '<', '/dev/null';
 		open STDOUT, '>>', $self->{logfile};
 		open STDERR, '>&', \*STDOUT;
-		exec('redis-server', "$self->{dir}/redis.conf")
+		exec('redis-server', "$self->{dir}/redis.conf",
+			($self->{sentinel} ? ('--sentinel') : ()))
 		  or POSIX::_exit(127);
 	}
 	$self->{pid} = $pid;
