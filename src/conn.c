@@ -723,7 +723,9 @@ setup_session(RLConn *c, TimestampTz until)
 	if (!round_trip(c, n, cmds, replies, until))
 	{
 		if (c->failure == RLF_TIMEOUT)
-			c->failure = RLF_CONNECT;
+			fail(c, RLF_TIMEOUT,
+				 "redis server at %s did not answer the connection setup within redislock.connect_timeout (%d ms)",
+				 server.desc, rl_connect_timeout);
 		return false;
 	}
 	/* CLIENT may be denied by an ACL: then we do without. */
