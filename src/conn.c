@@ -898,9 +898,11 @@ failover_reply(RLConn *c, int n, RLReply **replies)
  * Whether a request that failed on c should be sent again. Every request
  * redislock makes is safe to repeat. Redis may have closed an idle
  * connection (restart, client timeout) and we learn it only now: once more
- * on a new connection. Behind sentinels a failover takes a few seconds:
- * again every 100 ms until the command timeout. Never after a timeout,
- * which would only stretch the wait.
+ * on a new connection. Behind sentinels a failover takes a few seconds: a
+ * lost or refused connection, or a server that is not the master, is tried
+ * again every 100 ms until the command timeout. Never after a timeout, which
+ * would only stretch the wait, nor when the server refused our credentials
+ * or does not speak Redis.
  */
 static bool
 worth_retrying(RLConn *c, bool *reused, TimestampTz until)
@@ -910,7 +912,8 @@ worth_retrying(RLConn *c, bool *reused, TimestampTz until)
 		*reused = false;
 		return true;
 	}
-	if (nsentinels == 0 || c->failure == RLF_TIMEOUT || c->failure == RLF_CONFIG ||
+	if (nsentinels == 0 ||
+		(c->failure != RLF_IO && c->failure != RLF_CONNECT && c->failure != RLF_FAILOVER) ||
 		GetCurrentTimestamp() + 100 * 1000 >= until)
 		return false;
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
