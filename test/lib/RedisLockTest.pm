@@ -69,7 +69,7 @@ for my $sig (qw(INT TERM HUP))
 }
 
 use Exporter qw(import);
-our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats);
+our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats sql_literal);
 
 # Bound for things that should happen "at once", in seconds; a test may raise it.
 our $WAIT = 60;
@@ -272,6 +272,12 @@ A test that the node's server log shows no crashed process, TRAP or PANIC.
 
 The redis_lock_stats row as a hash reference.
 
+=item sql_literal($bytes)
+
+An E'' SQL literal for a UTF-8 byte string (quotes, backslashes,
+newlines). Names are kept as bytes for Redis; DBD::Pg wants characters and
+would encode bytes >= 0x80 a second time.
+
 =back
 
 =cut
@@ -302,9 +308,20 @@ sub slurp
 sub no_crash_ok
 {
 	my ($node, $what) = @_;
-	my @bad = grep { /was terminated by signal|TRAP:|PANIC:/ } split /\n/, slurp($node->logfile);
+	my @bad = grep { /terminated by signal|server process .* was terminated|TRAP:|PANIC:/ }
+	  split /\n/, slurp($node->logfile);
 	return Test::More::ok(!@bad, "$what: no crash in the server log")
 	  || Test::More::diag(join("\n", @bad));
+}
+
+sub sql_literal
+{
+	my ($s) = @_;
+	utf8::decode($s);
+	$s =~ s/\\/\\\\/g;
+	$s =~ s/'/\\'/g;
+	$s =~ s/\n/\\n/g;
+	return "E'$s'";
 }
 
 sub lock_stats

@@ -218,6 +218,20 @@ sub script
 
 sub script_path { return "$DIR/$_[0].lua"; }
 
+# A direct connection to host:port, kept per address and opened again when
+# the server went away (restarts are what these tests do to it).
+my %conn;
+sub conn_to
+{
+	my ($port, $host) = @_;
+	$host //= '127.0.0.1';
+	my $k = "$host:$port";
+	my $c = $conn{$k};
+	if ($c && !eval { $c->cmd('PING'); 1 }) { $c->close; undef $c; }
+	$conn{$k} = $c //= FakeRedisson::Conn->new(host => $host, port => $port, timeout => 10);
+	return $c;
+}
+
 # RedissonObject.prefixName: "prefix:{name}", or "prefix:name" when the
 # name already contains "{".
 sub prefix_name

@@ -21,24 +21,12 @@ my $rc = FakeRedisson::Conn->new(port => $redis->port);
 
 sub llen { $rc->cmd('LLEN', FakeRedisson::queue_key($_[0])) }
 
-# SQL literal for any UTF-8 byte string (E'' form: quotes, backslashes, newlines)
-# (names are kept as UTF-8 byte strings for Redis; DBD::Pg wants characters,
-# it would encode bytes >= 0x80 a second time)
-sub lit
-{
-	my ($s) = @_;
-	utf8::decode($s);
-	$s =~ s/\\/\\\\/g;
-	$s =~ s/'/\\'/g;
-	$s =~ s/\n/\\n/g;
-	return "E'$s'";
-}
 
 # Holder $how-ends while a waiter waits: the waiter gets the lock promptly.
 sub end_holder_wakes_waiter
 {
 	my ($how, $name) = @_;
-	my $l = lit($name);
+	my $l = sql_literal($name);
 	my $a = RedisLockTest::Session->new($node);
 	my $b = RedisLockTest::Session->new($node);
 	my $a_id = $a->query('SELECT redis_lock_owner_id()');

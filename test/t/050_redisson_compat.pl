@@ -24,17 +24,6 @@ my $node  = RedisLockTest::node('compat', $redis,
 my $rc   = FakeRedisson::Conn->new(port => $redis->port);
 my $java = FakeRedisson->new(port => $redis->port);
 
-# (names are kept as UTF-8 byte strings for Redis; DBD::Pg wants characters,
-# it would encode bytes >= 0x80 a second time)
-sub lit
-{
-	my ($s) = @_;
-	utf8::decode($s);
-	$s =~ s/\\/\\\\/g;
-	$s =~ s/'/\\'/g;
-	$s =~ s/\n/\\n/g;
-	return "E'$s'";
-}
 sub numsub { $rc->cmd('PUBSUB', 'NUMSUB', $_[0])->[1] }
 sub llen   { $rc->cmd('LLEN', FakeRedisson::queue_key($_[0])) }
 sub printable { my $s = shift; $s = substr($s, 0, 40) . '...' if length $s > 40; $s =~ s/\n/\\n/g; $s }
@@ -241,7 +230,7 @@ for my $name ('inv{42}', 'a b c', "it's \"q\"", "line1\nline2",
 	("\xc3\xa9" x 256))
 {
 	my $p = printable($name);
-	my $l = lit($name);
+	my $l = sql_literal($name);
 	my $chan = FakeRedisson::channel($name);
 	if (index($name, '{') >= 0)
 	{

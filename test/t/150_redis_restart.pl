@@ -25,19 +25,7 @@ sub worker_pid
 	return $s->query("SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type = 'redislock watchdog'");
 }
 
-# Each Redis gets a (reconnecting) direct connection.
-my %conn;
-sub rcmd
-{
-	my ($r, @cmd) = @_;
-	my $v = eval { ($conn{ $r->port } //= FakeRedisson::Conn->new(port => $r->port))->cmd(@cmd) };
-	if ($@)
-	{
-		delete $conn{ $r->port };
-		$v = ($conn{ $r->port } = FakeRedisson::Conn->new(port => $r->port))->cmd(@cmd);
-	}
-	return $v;
-}
+sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd); }
 
 # --- A. no persistence: locks lost --------------------------------------------------
 {

@@ -14,18 +14,7 @@ use Test::More;
 
 my $T = 60;
 
-my %conn;
-sub rcmd
-{
-	my ($r, @cmd) = @_;
-	my $v = eval { ($conn{ $r->port } //= FakeRedisson::Conn->new(port => $r->port))->cmd(@cmd) };
-	if ($@)
-	{
-		delete $conn{ $r->port };
-		$v = ($conn{ $r->port } = FakeRedisson::Conn->new(port => $r->port))->cmd(@cmd);
-	}
-	return $v;
-}
+sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd); }
 sub info_field
 {
 	my ($r, $section, $field) = @_;
