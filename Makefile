@@ -7,6 +7,7 @@ OBJS = \
 	src/lock.o \
 	src/redislock.o \
 	src/registry.o \
+	src/route.o \
 	src/scripts.o \
 	src/sqlapi.o \
 	src/views.o \

@@ -3,6 +3,7 @@
 -- KEYS[1]  lock hash <name>
 -- KEYS[2]  unlock channel redisson_lock__channel:{<name>}
 -- KEYS[3]  waiter queue redisson_lock_queue:{<name>}
+-- ARGV[1]  publish command: 'publish' or 'spublish' (see release.lua)
 -- Returns 1 when a lock was deleted, 0 when there was none. Refuses to delete
 -- a key that is not a lock hash: it belongs to something else.
 local kind = redis.call('type', KEYS[1])['ok']
@@ -13,9 +14,9 @@ if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock hash')
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], '0')
+redis.call(ARGV[1], KEYS[2], '0')
 local head = redis.call('lindex', KEYS[3], 0)
 if head then
-    redis.call('publish', KEYS[2] .. ':' .. head, '0')
+    redis.call(ARGV[1], KEYS[2] .. ':' .. head, '0')
 end
 return 1

@@ -9,6 +9,8 @@
 --          same call can be repeated after a lost reply, and can also trim
 --          holds that a failed acquisition may have left.
 -- ARGV[3]  '1' to also remove the owner from the fair queue
+-- ARGV[4]  publish command: 'publish', or 'spublish' on a cluster with
+--          sharded pub/sub (as Redisson chooses)
 -- Returns the owner's hold count before the call (0: it did not hold it).
 --
 -- A release publishes "0" on the main channel (Redisson RLock waiters) and on
@@ -31,7 +33,7 @@ if before > 0 and keep > 0 then
 end
 if before > 0 then
     redis.call('del', KEYS[1])
-    redis.call('publish', KEYS[2], '0')
+    redis.call(ARGV[4], KEYS[2], '0')
 elseif not leave or redis.call('exists', KEYS[1]) == 1 then
     return before
 end
@@ -46,7 +48,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 while head do
     local deadline = redis.call('zscore', KEYS[4], head)
     if deadline and tonumber(deadline) > now then
-        redis.call('publish', KEYS[2] .. ':' .. head, '0')
+        redis.call(ARGV[4], KEYS[2] .. ':' .. head, '0')
         break
     end
     redis.call('lpop', KEYS[3])

@@ -61,13 +61,31 @@ CREATE FUNCTION redis_lock_status(name text,
                                   OUT ttl interval,
                                   OUT queue_length integer,
                                   OUT fencing_token bigint,
-                                  OUT held_by_me boolean)
+                                  OUT held_by_me boolean,
+                                  OUT mode text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'redis_lock_status'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION redis_lock_status(text) IS
-'what Redis says about a lock now: locked, holder owner ids, hold count, remaining lease, fair-queue length, last fencing token, whether this session holds it';
+'what Redis says about a lock now: locked, holder owner ids, hold count, remaining lease, fair-queue length, last fencing token, whether this session holds it, and the mode (single, sentinel, cluster or redlock); with redlock, what a majority of masters agree on';
+
+CREATE FUNCTION redis_lock_nodes(name text,
+                                 OUT node text,
+                                 OUT locked boolean,
+                                 OUT holders text[],
+                                 OUT hold_count integer,
+                                 OUT ttl interval,
+                                 OUT queue_length integer,
+                                 OUT fencing_token bigint,
+                                 OUT held_by_me boolean,
+                                 OUT error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'redis_lock_nodes'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_nodes(text) IS
+'what each redlock master says about a lock now (error says why a master did not answer); one row for a single server or cluster';
 
 CREATE FUNCTION redis_lock_fencing_token(name text)
 RETURNS bigint

@@ -40,6 +40,16 @@ typedef struct RLServer
 	char		desc[300];		/* host:port or unix:path, never secrets */
 } RLServer;
 
+/* Where the replies to build_setup()'s commands are. */
+typedef struct RLSetup
+{
+	int			n;
+	int			id_reply;
+	int			role_reply;
+} RLSetup;
+
+#define RL_SETUP_MAX 5
+
 typedef enum WaitResult
 {
 	WAIT_READY,
@@ -50,18 +60,12 @@ typedef enum WaitResult
 RLConn		rl_cmd_conn = {.role = "command"};
 RLConn		rl_sub_conn = {.role = "subscriber"};
 
-/* A host:port, for sentinels and the master they name. */
-typedef struct RLNode
-{
-	char		host[256];
-	int			port;
-} RLNode;
-
-#define RL_MAX_SENTINELS 16
-
 static RLServer server;
-static RLNode sentinels[RL_MAX_SENTINELS];
+static RLMode server_mode = RL_MODE_SINGLE;
+static RLNode sentinels[RL_MAX_NODES];
 static int	nsentinels = 0;
+static RLNode mode_nodes[RL_MAX_NODES];	/* cluster seeds or Redlock masters */
+static int	nmode_nodes = 0;
 static int	sentinel_first = 0;	/* the one that answered last */
 static uint64 server_generation = 0;
 static bool server_ok = false;
@@ -70,6 +74,7 @@ static char server_problem[256];
 static bool
 fail(RLConn *c, RLFailure failure, const char *fmt,...)
 pg_attribute_printf(3, 4);
+static TimestampTz after_ms(int ms);
 static bool subscribe_once(RLConn *c, int nchannels,
 						   const char *const *channels, TimestampTz until);
 
@@ -340,65 +345,159 @@ parse_node_list(const char *list, RLNode *nodes, int max, const char **problem)
 		memcpy(nodes[n].host, host, hostlen);
 		nodes[n].host[hostlen] = '\0';
 		nodes[n].port = (int) port;
+		snprintf(nodes[n].desc, sizeof(nodes[n].desc), "%s:%d",
+				 nodes[n].host, nodes[n].port);
 		n++;
 		p = *end == ',' ? end + 1 : end;
 	}
 	return n;
 }
 
-/* GUC check hook support: is this a usable list of sentinels? */
+/* GUC check hook support: is this a usable host:port list? */
 bool
-rl_check_sentinels(const char *list, char **detail)
+rl_check_nodes(const char *list, char **detail)
 {
-	RLNode		tmp[RL_MAX_SENTINELS];
+	RLNode		tmp[RL_MAX_NODES];
 	const char *problem = NULL;
 
-	if (list == NULL || parse_node_list(list, tmp, RL_MAX_SENTINELS, &problem) >= 0)
+	if (list == NULL || parse_node_list(list, tmp, RL_MAX_NODES, &problem) >= 0)
 		return true;
 	*detail = (char *) problem;
 	return false;
 }
 
-/* Re-reads the settings if they changed since we last looked. */
+/* Parses a node list setting into nodes; false with server_problem set. */
+static bool
+load_nodes(const char *setting, const char *list, RLNode *nodes, int *n)
+{
+	const char *problem = NULL;
+
+	*n = parse_node_list(list, nodes, RL_MAX_NODES, &problem);
+	if (*n >= 0)
+		return true;
+	*n = 0;
+	snprintf(server_problem, sizeof(server_problem), "%s is invalid: %s",
+			 setting, problem);
+	return false;
+}
+
+/*
+ * Re-reads the settings if they changed since we last looked. At most one
+ * of sentinels, cluster_nodes and redlock_nodes may be set; it selects the
+ * mode. Behind sentinels redislock.url gives only the credentials and the
+ * database; for a cluster or Redlock it may be left unset.
+ */
 static void
 load_server(void)
 {
 	const char *problem = NULL;
+	bool		have_sentinels = rl_sentinels && rl_sentinels[0] != '\0';
+	bool		have_cluster = rl_cluster_nodes && rl_cluster_nodes[0] != '\0';
+	bool		have_redlock = rl_redlock_nodes && rl_redlock_nodes[0] != '\0';
 
 	if (server_generation == rl_settings_generation)
 		return;
 	server_generation = rl_settings_generation;
 	server_ok = false;
-	if (rl_url == NULL || rl_url[0] == '\0')
+	nsentinels = 0;
+	nmode_nodes = 0;
+	server_mode = have_sentinels ? RL_MODE_SENTINEL :
+		have_cluster ? RL_MODE_CLUSTER :
+		have_redlock ? RL_MODE_REDLOCK : RL_MODE_SINGLE;
+	if ((int) have_sentinels + (int) have_cluster + (int) have_redlock > 1)
+	{
+		strlcpy(server_problem,
+				"only one of redislock.sentinels, redislock.cluster_nodes and redislock.redlock_nodes may be set",
+				sizeof(server_problem));
+		return;
+	}
+	memset(&server, 0, sizeof(server));
+	if (rl_url != NULL && rl_url[0] != '\0')
+	{
+		if (!parse_url(rl_url, &server, &problem))
+		{
+			snprintf(server_problem, sizeof(server_problem),
+					 "redislock.url is invalid: %s", problem);
+			return;
+		}
+	}
+	else if (server_mode == RL_MODE_SINGLE || server_mode == RL_MODE_SENTINEL)
 	{
 		strlcpy(server_problem, "redislock.url is not set", sizeof(server_problem));
 		return;
 	}
-	if (!parse_url(rl_url, &server, &problem))
-	{
-		snprintf(server_problem, sizeof(server_problem),
-				 "redislock.url is invalid: %s", problem);
-		return;
-	}
 	if (rl_password && rl_password[0] != '\0')
 		strlcpy(server.password, rl_password, sizeof(server.password));
-	nsentinels = 0;
-	if (rl_sentinels && rl_sentinels[0] != '\0')
+	switch (server_mode)
 	{
-		nsentinels = parse_node_list(rl_sentinels, sentinels, RL_MAX_SENTINELS, &problem);
-		if (nsentinels < 0)
-		{
-			nsentinels = 0;
-			snprintf(server_problem, sizeof(server_problem),
-					 "redislock.sentinels is invalid: %s", problem);
-			return;
-		}
-		server.unix_path[0] = '\0';
-		snprintf(server.desc, sizeof(server.desc), "master \"%s\" (via sentinels)",
-				 rl_sentinel_master);
+		case RL_MODE_SINGLE:
+			break;
+		case RL_MODE_SENTINEL:
+			if (!load_nodes("redislock.sentinels", rl_sentinels, sentinels, &nsentinels))
+				return;
+			server.unix_path[0] = '\0';
+			snprintf(server.desc, sizeof(server.desc), "master \"%s\" (via sentinels)",
+					 rl_sentinel_master);
+			break;
+		case RL_MODE_CLUSTER:
+			if (!load_nodes("redislock.cluster_nodes", rl_cluster_nodes,
+							mode_nodes, &nmode_nodes))
+				return;
+			if (server.db != 0)
+			{
+				strlcpy(server_problem, "a Redis Cluster has only database 0",
+						sizeof(server_problem));
+				return;
+			}
+			strlcpy(server.desc, "the redis cluster", sizeof(server.desc));
+			break;
+		case RL_MODE_REDLOCK:
+			if (!load_nodes("redislock.redlock_nodes", rl_redlock_nodes,
+							mode_nodes, &nmode_nodes))
+				return;
+			if (nmode_nodes < 3)
+			{
+				strlcpy(server_problem,
+						"redislock.redlock_nodes must name at least 3 independent masters",
+						sizeof(server_problem));
+				return;
+			}
+			snprintf(server.desc, sizeof(server.desc), "%d redlock masters",
+					 nmode_nodes);
+			break;
 	}
 	sentinel_first = 0;
 	server_ok = true;
+}
+
+/*
+ * The deployment the settings describe: mode and, for a cluster, its seed
+ * nodes, for Redlock its masters. False with *problem when the settings
+ * are unusable.
+ */
+bool
+rl_config(RLMode *mode, const RLNode **nodes, int *nnodes, const char **problem)
+{
+	load_server();
+	*mode = server_mode;
+	*nodes = mode_nodes;
+	*nnodes = nmode_nodes;
+	*problem = server_problem;
+	return server_ok;
+}
+
+/* Where c connects, for messages: never includes secrets. */
+const char *
+rl_conn_desc(const RLConn *c)
+{
+	return c->pinned ? c->node.desc : server.desc;
+}
+
+/* When a request started now must be over: redislock.command_timeout. */
+TimestampTz
+rl_command_deadline(void)
+{
+	return after_ms(rl_command_timeout);
 }
 
 const char *
@@ -515,7 +614,7 @@ flush(RLConn *c, TimestampTz until)
 
 		if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
 			return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						server.desc, c->ctx->errstr);
+						rl_conn_desc(c), c->ctx->errstr);
 		if (done)
 			return true;
 		switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
@@ -525,7 +624,7 @@ flush(RLConn *c, TimestampTz until)
 			case WAIT_TIMEOUT:
 				return fail(c, RLF_TIMEOUT,
 							"redis server at %s did not answer within redislock.command_timeout (%d ms)",
-							server.desc, rl_command_timeout);
+							rl_conn_desc(c), rl_command_timeout);
 			case WAIT_FAILED:
 				return false;
 		}
@@ -546,7 +645,7 @@ read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out
 		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
 			return fail(c, RLF_PROTOCOL,
 						"invalid reply from redis server at %s: %s",
-						server.desc, c->ctx->errstr);
+						rl_conn_desc(c), c->ctx->errstr);
 		if (r != NULL)
 		{
 			*out = r;
@@ -561,13 +660,13 @@ read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out
 					return fail(c, RLF_NONE, "timeout");
 				return fail(c, RLF_TIMEOUT,
 							"redis server at %s did not answer within redislock.command_timeout (%d ms)",
-							server.desc, rl_command_timeout);
+							rl_conn_desc(c), rl_command_timeout);
 			case WAIT_FAILED:
 				return false;
 		}
 		if (redisBufferRead(c->ctx) == REDIS_ERR)
 			return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						server.desc, c->ctx->errstr);
+						rl_conn_desc(c), c->ctx->errstr);
 	}
 }
 
@@ -659,8 +758,8 @@ round_trip(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies,
 	return true;
 }
 
-static void
-set_arg(RLCommand *cmd, const char *arg, size_t len)
+void
+rl_set_arg(RLCommand *cmd, const char *arg, size_t len)
 {
 	Assert(cmd->argc < RL_MAX_ARGS);
 	cmd->argv[cmd->argc] = arg;
@@ -669,82 +768,147 @@ set_arg(RLCommand *cmd, const char *arg, size_t len)
 }
 
 /*
- * Right after connecting, in one round trip: AUTH, SELECT, learn our CLIENT
- * ID, and kill the connection we gave up on before (see rl_disconnect), so
- * that nothing it sent can run after the requests of this one.
+ * The commands that start every connection, sent in its first pipeline:
+ * AUTH, SELECT, learn our CLIENT ID, behind sentinels check that the server
+ * is (still) the master, and kill the connection we gave up on before (see
+ * rl_disconnect), so that nothing it sent can run after our requests.
+ * Returns how many; stale must outlive the pipeline.
  */
-static bool
-setup_session(RLConn *c, TimestampTz until)
+static int
+build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 {
-	RLCommand	cmds[5];
-	RLReply    *replies[5];
-	char		db[16];
-	char		stale[24];
 	int			n = 0;
-	int			id_reply;
-	int			role_reply = -1;
 
-	memset(cmds, 0, sizeof(cmds));
+	memset(cmds, 0, sizeof(RLCommand) * RL_SETUP_MAX);
 	if (server.password[0] != '\0')
 	{
-		set_arg(&cmds[n], "AUTH", 4);
+		rl_set_arg(&cmds[n], "AUTH", 4);
 		if (server.user[0] != '\0')
-			set_arg(&cmds[n], server.user, strlen(server.user));
-		set_arg(&cmds[n], server.password, strlen(server.password));
+			rl_set_arg(&cmds[n], server.user, strlen(server.user));
+		rl_set_arg(&cmds[n], server.password, strlen(server.password));
 		n++;
 	}
 	if (server.db != 0)
 	{
-		snprintf(db, sizeof(db), "%d", server.db);
-		set_arg(&cmds[n], "SELECT", 6);
-		set_arg(&cmds[n], db, strlen(db));
+		snprintf(db, 16, "%d", server.db);
+		rl_set_arg(&cmds[n], "SELECT", 6);
+		rl_set_arg(&cmds[n], db, strlen(db));
 		n++;
 	}
-	id_reply = n;
-	set_arg(&cmds[n], "CLIENT", 6);
-	set_arg(&cmds[n], "ID", 2);
+	st->id_reply = n;
+	rl_set_arg(&cmds[n], "CLIENT", 6);
+	rl_set_arg(&cmds[n], "ID", 2);
 	n++;
-	if (nsentinels > 0)
+	st->role_reply = -1;
+	if (nsentinels > 0 && !c->pinned)
 	{
 		/* the sentinels' answer may predate a failover */
-		role_reply = n;
-		set_arg(&cmds[n], "ROLE", 4);
+		st->role_reply = n;
+		rl_set_arg(&cmds[n], "ROLE", 4);
 		n++;
 	}
 	if (c->stale_client_id > 0)
 	{
-		snprintf(stale, sizeof(stale), "%lld", c->stale_client_id);
-		set_arg(&cmds[n], "CLIENT", 6);
-		set_arg(&cmds[n], "KILL", 4);
-		set_arg(&cmds[n], "ID", 2);
-		set_arg(&cmds[n], stale, strlen(stale));
+		snprintf(stale, 24, "%lld", c->stale_client_id);
+		rl_set_arg(&cmds[n], "CLIENT", 6);
+		rl_set_arg(&cmds[n], "KILL", 4);
+		rl_set_arg(&cmds[n], "ID", 2);
+		rl_set_arg(&cmds[n], stale, strlen(stale));
 		n++;
 	}
-	if (!round_trip(c, n, cmds, replies, until))
+	st->n = n;
+	return n;
+}
+
+/* Checks the replies to build_setup()'s commands. */
+static bool
+check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
+{
+	/* CLIENT may be denied by an ACL: then we do without. */
+	for (int i = 0; i < st->id_reply; i++)
+		if (replies[i]->type == REDIS_REPLY_ERROR)
+			return fail(c, RLF_SETUP,
+						"redis server at %s refused the connection setup: %s",
+						rl_conn_desc(c), replies[i]->str);
+	if (replies[st->id_reply]->type == REDIS_REPLY_INTEGER)
+		c->client_id = replies[st->id_reply]->integer;
+	c->stale_client_id = 0;
+	if (st->role_reply >= 0 &&
+		!(replies[st->role_reply]->type == REDIS_REPLY_ARRAY &&
+		  replies[st->role_reply]->elements > 0 &&
+		  replies[st->role_reply]->element[0]->type == REDIS_REPLY_STRING &&
+		  strcmp(replies[st->role_reply]->element[0]->str, "master") == 0))
+		return fail(c, RLF_FAILOVER,
+					"redis server at %s is not a master yet: failover in progress",
+					rl_conn_desc(c));
+	return true;
+}
+
+/* Sets up a new connection in one round trip; see build_setup(). */
+static bool
+setup_session(RLConn *c, TimestampTz until)
+{
+	RLCommand	cmds[RL_SETUP_MAX];
+	RLReply    *replies[RL_SETUP_MAX];
+	char		db[16];
+	char		stale[24];
+	RLSetup		st;
+
+	build_setup(c, cmds, db, stale, &st);
+	if (!round_trip(c, st.n, cmds, replies, until))
 	{
 		if (c->failure == RLF_TIMEOUT)
 			fail(c, RLF_TIMEOUT,
 				 "redis server at %s did not answer the connection setup within redislock.connect_timeout (%d ms)",
-				 server.desc, rl_connect_timeout);
+				 rl_conn_desc(c), rl_connect_timeout);
 		return false;
 	}
-	/* CLIENT may be denied by an ACL: then we do without. */
-	for (int i = 0; i < id_reply; i++)
-		if (replies[i]->type == REDIS_REPLY_ERROR)
-			return fail(c, RLF_SETUP,
-						"redis server at %s refused the connection setup: %s",
-						server.desc, replies[i]->str);
-	if (replies[id_reply]->type == REDIS_REPLY_INTEGER)
-		c->client_id = replies[id_reply]->integer;
-	c->stale_client_id = 0;
-	if (role_reply >= 0 &&
-		!(replies[role_reply]->type == REDIS_REPLY_ARRAY &&
-		  replies[role_reply]->elements > 0 &&
-		  replies[role_reply]->element[0]->type == REDIS_REPLY_STRING &&
-		  strcmp(replies[role_reply]->element[0]->str, "master") == 0))
-		return fail(c, RLF_FAILOVER,
-					"redis server at %s is not a master yet: failover in progress",
-					server.desc);
+	return check_setup(c, &st, replies);
+}
+
+/*
+ * Starts a non-blocking connect to the node (or unix path); the socket
+ * becomes writable once it connected or failed (see connected()).
+ */
+static bool
+open_socket(RLConn *c, const RLNode *node, const char *unix_path)
+{
+	redisContext *ctx;
+
+	if (unix_path != NULL && unix_path[0] != '\0')
+		ctx = redisConnectUnixNonBlock(unix_path);
+	else
+		ctx = redisConnectNonBlock(node->host, node->port);
+	if (ctx == NULL)
+		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
+					rl_conn_desc(c));
+	c->ctx = ctx;
+	if (ctx->err)
+		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+					rl_conn_desc(c), ctx->errstr);
+
+	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(c->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(c->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	c->sock_pos = AddWaitEventToSet(c->wes, WL_SOCKET_WRITEABLE, ctx->fd, NULL, NULL);
+	c->sock_events = WL_SOCKET_WRITEABLE;
+	return true;
+}
+
+/* Once the socket of open_socket() is writable: did the connect succeed? */
+static bool
+connected(RLConn *c)
+{
+	int			err = 0;
+	socklen_t	errlen = sizeof(err);
+
+	if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
+		err = errno;
+	if (err != 0)
+		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+					rl_conn_desc(c), strerror(err));
+	if (c->ctx->connection_type == REDIS_CONN_TCP)
+		redisEnableKeepAlive(c->ctx);
 	return true;
 }
 
@@ -753,28 +917,8 @@ static bool
 connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			   TimestampTz until)
 {
-	redisContext *ctx;
-	int			err = 0;
-	socklen_t	errlen = sizeof(err);
-
-	if (unix_path != NULL && unix_path[0] != '\0')
-		ctx = redisConnectUnixNonBlock(unix_path);
-	else
-		ctx = redisConnectNonBlock(node->host, node->port);
-	if (ctx == NULL)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
-					server.desc);
-	c->ctx = ctx;
-	if (ctx->err)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					server.desc, ctx->errstr);
-
-	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
-	AddWaitEventToSet(c->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(c->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	c->sock_pos = AddWaitEventToSet(c->wes, WL_SOCKET_WRITEABLE, ctx->fd, NULL, NULL);
-	c->sock_events = WL_SOCKET_WRITEABLE;
-
+	if (!open_socket(c, node, unix_path))
+		return false;
 	switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
 	{
 		case WAIT_READY:
@@ -782,18 +926,11 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 		case WAIT_TIMEOUT:
 			return fail(c, RLF_CONNECT,
 						"could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
-						server.desc, rl_connect_timeout);
+						rl_conn_desc(c), rl_connect_timeout);
 		case WAIT_FAILED:
 			return false;
 	}
-	if (getsockopt(ctx->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
-		err = errno;
-	if (err != 0)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					server.desc, strerror(err));
-	if (unix_path == NULL || unix_path[0] == '\0')
-		redisEnableKeepAlive(ctx);
-	return true;
+	return connected(c);
 }
 
 /*
@@ -804,7 +941,7 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 static bool
 discover_master(RLConn *c, TimestampTz until)
 {
-	RLConn		probe = {.role = "sentinel"};
+	RLConn		probe = {.role = "sentinel", .pinned = true};
 	char		problem[256] = "no sentinel answered";
 
 	for (int i = 0; i < nsentinels; i++)
@@ -815,14 +952,15 @@ discover_master(RLConn *c, TimestampTz until)
 		TimestampTz one = Min(until, after_ms(Max(rl_connect_timeout / nsentinels, 200)));
 
 		memset(&cmd, 0, sizeof(cmd));
-		set_arg(&cmd, "SENTINEL", 8);
-		set_arg(&cmd, "get-master-addr-by-name", 23);
-		set_arg(&cmd, rl_sentinel_master, strlen(rl_sentinel_master));
+		rl_set_arg(&cmd, "SENTINEL", 8);
+		rl_set_arg(&cmd, "get-master-addr-by-name", 23);
+		rl_set_arg(&cmd, rl_sentinel_master, strlen(rl_sentinel_master));
+		probe.node = sentinels[k];
 		if (!connect_socket(&probe, &sentinels[k], NULL, one) ||
 			!round_trip(&probe, 1, &cmd, &r, one))
 		{
-			snprintf(problem, sizeof(problem), "sentinel %s:%d: %s",
-					 sentinels[k].host, sentinels[k].port, probe.errmsg);
+			snprintf(problem, sizeof(problem), "sentinel %s: %s",
+					 sentinels[k].desc, probe.errmsg);
 			rl_disconnect(&probe);
 			continue;
 		}
@@ -864,6 +1002,13 @@ ensure_open(RLConn *c, TimestampTz until)
 		return fail(c, RLF_CONFIG, "%s", server_problem);
 	c->generation = rl_settings_generation;
 	until = Min(until, after_ms(rl_connect_timeout));
+	if (c->pinned)
+	{
+		if (connect_socket(c, &c->node, NULL, until) && setup_session(c, until))
+			return true;
+		rl_disconnect(c);
+		return false;
+	}
 	if (nsentinels > 0 && !discover_master(c, until))
 		return false;
 	strlcpy(master.host, server.host, sizeof(master.host));
@@ -890,7 +1035,7 @@ failover_reply(RLConn *c, int n, RLReply **replies)
 			 strncmp(replies[i]->str, "MASTERDOWN", 10) == 0 ||
 			 strncmp(replies[i]->str, "LOADING", 7) == 0))
 			return !fail(c, RLF_FAILOVER, "redis server at %s is failing over: %s",
-						 server.desc, replies[i]->str);
+						 rl_conn_desc(c), replies[i]->str);
 	return false;
 }
 
@@ -948,22 +1093,337 @@ rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 	}
 }
 
-static void
-build_evalsha(RLCommand *cmd, const RLEval *e, char *numkeys)
+/* How far one batch of rl_exec_parallel() has got. */
+typedef enum FlightState
 {
-	memset(cmd, 0, sizeof(*cmd));
-	snprintf(numkeys, 4, "%d", e->nkeys);
-	set_arg(cmd, "EVALSHA", 7);
-	set_arg(cmd, e->script->sha, strlen(e->script->sha));
-	set_arg(cmd, numkeys, strlen(numkeys));
-	for (int k = 0; k < e->nkeys; k++)
-		set_arg(cmd, e->keys[k], strlen(e->keys[k]));
-	for (int a = 0; a < e->nargs; a++)
-		set_arg(cmd, e->args[a], strlen(e->args[a]));
+	FLIGHT_CONNECTING,
+	FLIGHT_WRITING,
+	FLIGHT_READING,
+	FLIGHT_DONE
+} FlightState;
+
+typedef struct Flight
+{
+	RLBatch    *b;
+	FlightState state;
+	RLSetup		setup;			/* n = 0 on a connection already set up */
+	RLReply    *setup_replies[RL_SETUP_MAX];
+	int			got;
+	char		db[16];
+	char		stale[24];
+} Flight;
+
+static void flight_step(Flight *f);
+
+static void
+flight_fail(Flight *f)
+{
+	rl_disconnect(f->b->conn);
+	f->state = FLIGHT_DONE;
 }
 
+/*
+ * Queues a batch on its connection, opening it first if needed: a new
+ * connection carries its setup commands in the same pipeline, so it costs
+ * the connect and one round trip, as a reused one costs one round trip.
+ */
+static void
+flight_start(Flight *f, RLBatch *b)
+{
+	RLConn	   *c = b->conn;
+	RLCommand	setup[RL_SETUP_MAX];
+
+	Assert(c->pinned);
+	memset(f, 0, sizeof(*f));
+	f->b = b;
+	b->ok = false;
+	c->failure = RLF_NONE;
+	f->state = FLIGHT_WRITING;
+	if (!rl_healthy(c))
+	{
+		rl_disconnect(c);
+		load_server();
+		if (!server_ok)
+		{
+			fail(c, RLF_CONFIG, "%s", server_problem);
+			f->state = FLIGHT_DONE;
+			return;
+		}
+		c->generation = rl_settings_generation;
+		if (!open_socket(c, &c->node, NULL) ||
+			!queue_commands(c, build_setup(c, setup, f->db, f->stale, &f->setup), setup))
+		{
+			flight_fail(f);
+			return;
+		}
+		f->state = FLIGHT_CONNECTING;
+	}
+	if (!queue_commands(c, b->ncmds, b->cmds))
+	{
+		flight_fail(f);
+		return;
+	}
+	c->in_flight = true;
+	if (f->state == FLIGHT_WRITING)
+		flight_step(f);
+}
+
+/* Takes in the replies that arrived for f; false when the stream broke. */
 static bool
-is_noscript(const RLReply *r)
+flight_read(Flight *f)
+{
+	RLConn	   *c = f->b->conn;
+
+	if (redisBufferRead(c->ctx) == REDIS_ERR)
+		return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+					rl_conn_desc(c), c->ctx->errstr);
+	for (;;)
+	{
+		void	   *r = NULL;
+
+		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
+			return fail(c, RLF_PROTOCOL, "invalid reply from redis server at %s: %s",
+						rl_conn_desc(c), c->ctx->errstr);
+		if (r == NULL)
+			return true;
+		if (f->got < f->setup.n)
+			f->setup_replies[f->got] = copy_reply(r);
+		else
+			f->b->replies[f->got - f->setup.n] = copy_reply(r);
+		freeReplyObject(r);
+		if (++f->got < f->setup.n + f->b->ncmds)
+			continue;
+		c->in_flight = false;
+		if (f->setup.n > 0 && !check_setup(c, &f->setup, f->setup_replies))
+			return false;
+		f->b->ok = true;
+		f->state = FLIGHT_DONE;
+		return true;
+	}
+}
+
+/* Moves f on after its socket became ready for what it waited for. */
+static void
+flight_step(Flight *f)
+{
+	RLConn	   *c = f->b->conn;
+	int			done = 0;
+
+	switch (f->state)
+	{
+		case FLIGHT_CONNECTING:
+			if (!connected(c))
+			{
+				flight_fail(f);
+				return;
+			}
+			f->state = FLIGHT_WRITING;
+			/* FALLTHROUGH */
+		case FLIGHT_WRITING:
+			if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
+			{
+				fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+					 rl_conn_desc(c), c->ctx->errstr);
+				flight_fail(f);
+			}
+			else if (done)
+				f->state = FLIGHT_READING;
+			return;
+		case FLIGHT_READING:
+			if (!flight_read(f))
+				flight_fail(f);
+			return;
+		case FLIGHT_DONE:
+			return;
+	}
+}
+
+/* Fails the flights whose time is up; connecting ones by connect_until. */
+static void
+flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_until)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int i = 0; i < n; i++)
+	{
+		RLConn	   *c = flights[i].b->conn;
+
+		if (flights[i].state == FLIGHT_DONE)
+			continue;
+		if (flights[i].state == FLIGHT_CONNECTING && now >= connect_until)
+			fail(c, RLF_CONNECT,
+				 "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
+				 rl_conn_desc(c), rl_connect_timeout);
+		else if (now >= until)
+			fail(c, RLF_TIMEOUT,
+				 "redis server at %s did not answer within redislock.command_timeout (%d ms)",
+				 rl_conn_desc(c), rl_command_timeout);
+		else
+			continue;
+		flight_fail(&flights[i]);
+	}
+}
+
+static uint32
+flight_events(const Flight *f)
+{
+	return f->state == FLIGHT_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+}
+
+/*
+ * Drives all flights at once until each is done or out of time. A flight
+ * that needs other socket events has its entry in the wait set changed; the
+ * set is rebuilt only when a finished flight's socket fires (say the server
+ * closed it), as a wait set cannot drop a socket. Interrupts are served
+ * with no wait set open, so that an ERROR they raise leaks nothing.
+ */
+static void
+flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_until)
+{
+	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
+	int		   *pos = palloc(sizeof(int) * Max(n, 1));
+
+	for (;;)
+	{
+		WaitEventSet *wes;
+		TimestampTz deadline = until;
+		int			nactive = 0;
+		bool		rebuild = false;
+		bool		interrupted = false;
+
+		flights_expire(flights, n, until, connect_until);
+		for (int i = 0; i < n; i++)
+			nactive += flights[i].state != FLIGHT_DONE ? 1 : 0;
+		if (nactive == 0)
+			return;
+
+		wes = CreateWaitEventSet(CurrentMemoryContext, nactive + 2);
+		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		for (int i = 0; i < n; i++)
+			if (flights[i].state != FLIGHT_DONE)
+				pos[i] = AddWaitEventToSet(wes, flight_events(&flights[i]),
+										   flights[i].b->conn->ctx->fd, NULL, &flights[i]);
+		while (!rebuild && !interrupted)
+		{
+			long		timeout;
+			int			nev;
+			bool		active = false;
+
+			for (int i = 0; i < n; i++)
+			{
+				active |= flights[i].state != FLIGHT_DONE;
+				if (flights[i].state == FLIGHT_CONNECTING)
+					deadline = Min(deadline, connect_until);
+			}
+			timeout = ms_until(deadline);
+			if (!active || timeout == 0)
+				break;
+			nev = WaitEventSetWait(wes, timeout, events, nactive + 2, PG_WAIT_EXTENSION);
+			for (int e = 0; e < nev; e++)
+			{
+				Flight	   *f = events[e].user_data;
+
+				if (events[e].events & WL_LATCH_SET)
+				{
+					ResetLatch(MyLatch);
+					interrupted = true;
+				}
+				else if (events[e].events & WL_POSTMASTER_DEATH)
+				{
+					FreeWaitEventSet(wes);
+					if (!proc_exit_inprogress)
+						proc_exit(1);
+					for (int i = 0; i < n; i++)
+						if (flights[i].state != FLIGHT_DONE)
+						{
+							fail(flights[i].b->conn, RLF_IO, "the postmaster died");
+							flight_fail(&flights[i]);
+						}
+					return;
+				}
+				else if (f->state == FLIGHT_DONE)
+					rebuild = true;
+				else
+				{
+					uint32		before = flight_events(f);
+
+					flight_step(f);
+					if (f->state != FLIGHT_DONE && flight_events(f) != before)
+						ModifyWaitEvent(wes, pos[f - flights], flight_events(f), NULL);
+				}
+			}
+		}
+		FreeWaitEventSet(wes);
+		if (interrupted)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Runs each batch as one pipeline on its own connection (all pinned to a
+ * node), all at the same time: the whole costs about one round trip, not
+ * one per node, and a dead or silent node delays none of the others beyond
+ * the timeouts, and all are done by until. A batch on a reused connection that Redis had closed is
+ * sent once more on a new one. Returns how many batches succeeded; a failed
+ * one has ok = false and its connection says why.
+ */
+int
+rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until)
+{
+	Flight	   *flights = palloc(sizeof(Flight) * Max(nbatches, 1));
+	bool	   *reused = palloc(sizeof(bool) * Max(nbatches, 1));
+	int			nok = 0;
+
+	for (int i = 0; i < nbatches; i++)
+	{
+		reused[i] = rl_healthy(batches[i].conn);
+		flight_start(&flights[i], &batches[i]);
+	}
+	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)));
+	for (int i = 0; i < nbatches; i++)
+	{
+		if (!batches[i].ok && reused[i] && batches[i].conn->failure == RLF_IO)
+			flight_start(&flights[i], &batches[i]);
+		else
+			flights[i].state = FLIGHT_DONE;
+	}
+	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)));
+	for (int i = 0; i < nbatches; i++)
+		nok += batches[i].ok ? 1 : 0;
+	return nok;
+}
+
+/*
+ * Fills cmd with an EVALSHA of e, or with body an EVAL carrying the script
+ * itself: for a node that may not have it, EVAL both runs and caches it.
+ */
+void
+rl_build_eval(RLCommand *cmd, const RLEval *e, bool body)
+{
+	static const char *const numkeys[] = {"0", "1", "2", "3", "4", "5"};
+
+	Assert(e->nkeys >= 0 && e->nkeys < lengthof(numkeys));
+	memset(cmd, 0, sizeof(*cmd));
+	if (body)
+	{
+		rl_set_arg(cmd, "EVAL", 4);
+		rl_set_arg(cmd, e->script->body, strlen(e->script->body));
+	}
+	else
+	{
+		rl_set_arg(cmd, "EVALSHA", 7);
+		rl_set_arg(cmd, e->script->sha, strlen(e->script->sha));
+	}
+	rl_set_arg(cmd, numkeys[e->nkeys], 1);
+	for (int k = 0; k < e->nkeys; k++)
+		rl_set_arg(cmd, e->keys[k], strlen(e->keys[k]));
+	for (int a = 0; a < e->nargs; a++)
+		rl_set_arg(cmd, e->args[a], strlen(e->args[a]));
+}
+
+bool
+rl_is_noscript(const RLReply *r)
 {
 	return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
@@ -989,9 +1449,9 @@ eval_again(RLConn *c, const RLEval *evals, const RLCommand *cmds,
 			seen = evals[retry[k]].script == s;
 		if (seen)
 			continue;
-		set_arg(&again[nloads], "SCRIPT", 6);
-		set_arg(&again[nloads], "LOAD", 4);
-		set_arg(&again[nloads], s->body, strlen(s->body));
+		rl_set_arg(&again[nloads], "SCRIPT", 6);
+		rl_set_arg(&again[nloads], "LOAD", 4);
+		rl_set_arg(&again[nloads], s->body, strlen(s->body));
 		nloads++;
 	}
 	for (int j = 0; j < nretry; j++)
@@ -1012,16 +1472,15 @@ bool
 rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies)
 {
 	RLCommand  *cmds = palloc(sizeof(RLCommand) * n);
-	char	  (*numkeys)[4] = palloc(sizeof(char[4]) * n);
 	int		   *retry = palloc(sizeof(int) * n);
 	int			nretry = 0;
 
 	for (int i = 0; i < n; i++)
-		build_evalsha(&cmds[i], &evals[i], numkeys[i]);
+		rl_build_eval(&cmds[i], &evals[i], false);
 	if (!rl_exec(c, n, cmds, replies))
 		return false;
 	for (int i = 0; i < n; i++)
-		if (is_noscript(replies[i]))
+		if (rl_is_noscript(replies[i]))
 			retry[nretry++] = i;
 	return nretry == 0 || eval_again(c, evals, cmds, retry, nretry, replies);
 }
@@ -1130,9 +1589,12 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 	if (!ensure_open(c, until))
 		return false;
 	memset(&cmd, 0, sizeof(cmd));
-	set_arg(&cmd, "SUBSCRIBE", 9);
+	if (c->sharded)
+		rl_set_arg(&cmd, "SSUBSCRIBE", 10);
+	else
+		rl_set_arg(&cmd, "SUBSCRIBE", 9);
 	for (int i = 0; i < nchannels; i++)
-		set_arg(&cmd, channels[i], strlen(channels[i]));
+		rl_set_arg(&cmd, channels[i], strlen(channels[i]));
 	if (!queue_commands(c, 1, &cmd))
 	{
 		rl_disconnect(c);
@@ -1156,7 +1618,17 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 			rl_disconnect(c);
 			return false;
 		}
-		if (pubsub_reply_is(c, r, "subscribe"))
+		if (r->type == REDIS_REPLY_ERROR)
+		{
+			/* a cluster node that does not serve the channel's slot */
+			fail(c, strncmp(r->str, "MOVED", 5) == 0 ? RLF_CLUSTER : RLF_PROTOCOL,
+				 "redis server at %s refused to subscribe: %s",
+				 rl_conn_desc(c), r->str);
+			freeReplyObject(r);
+			rl_disconnect(c);
+			return false;
+		}
+		if (pubsub_reply_is(c, r, c->sharded ? "ssubscribe" : "subscribe"))
 			confirmed++;
 		freeReplyObject(r);
 	}
@@ -1164,9 +1636,25 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 }
 
 /*
+ * What a pub/sub reply on c means for a waiter: 1 a message on one of its
+ * channels, -1 the server dropped the subscription (a sharded channel whose
+ * slot moved to another node), 0 anything else.
+ */
+static int
+pubsub_event(RLConn *c, const redisReply *r)
+{
+	if (pubsub_reply_is(c, r, c->sharded ? "smessage" : "message"))
+		return 1;
+	if (c->sharded && pubsub_reply_is(c, r, "sunsubscribe"))
+		return -1;
+	return 0;
+}
+
+/*
  * Sleeps until a message arrives on one of the subscribed channels or until
  * the given time. Returns 1 for a message, 0 when the time came, -1 when the
- * connection failed (it is then closed; subscribe again).
+ * connection failed or the subscription was dropped (it is then closed;
+ * subscribe again).
  */
 int
 rl_wait_message(RLConn *c, TimestampTz until)
@@ -1174,7 +1662,7 @@ rl_wait_message(RLConn *c, TimestampTz until)
 	for (;;)
 	{
 		redisReply *r;
-		bool		message;
+		int			event;
 
 		if (!read_reply(c, until, false, &r))
 		{
@@ -1183,9 +1671,94 @@ rl_wait_message(RLConn *c, TimestampTz until)
 			rl_disconnect(c);
 			return -1;
 		}
-		message = pubsub_reply_is(c, r, "message");
+		event = pubsub_event(c, r);
 		freeReplyObject(r);
-		if (message)
+		if (event < 0)
+			rl_disconnect(c);
+		if (event != 0)
+			return event;
+	}
+}
+
+/* Takes in what c has received; 1 for a message, -1 when c broke. */
+static int
+drain_messages(RLConn *c, bool read)
+{
+	int			result = 0;
+
+	if (read && redisBufferRead(c->ctx) == REDIS_ERR)
+		result = -1;
+	while (result == 0)
+	{
+		void	   *r = NULL;
+
+		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
+			result = -1;
+		else if (r == NULL)
+			break;
+		else
+		{
+			result = pubsub_event(c, r);
+			freeReplyObject(r);
+		}
+	}
+	if (result < 0)
+		rl_disconnect(c);
+	return result;
+}
+
+/*
+ * rl_wait_message() over several subscribed connections (one per Redlock
+ * master): returns 1 on a message from any, 0 when the time came, -1 when
+ * none is left subscribed.
+ */
+int
+rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
+{
+	WaitEvent  *events = palloc(sizeof(WaitEvent) * (nconns + 2));
+
+	for (;;)
+	{
+		WaitEventSet *wes;
+		int			nlive = 0;
+		int			nev;
+		int			result = 0;
+		long		timeout;
+
+		for (int i = 0; i < nconns && result != 1; i++)
+			if (conns[i]->subscribed && drain_messages(conns[i], false) == 1)
+				result = 1;
+		if (result == 1)
+			return 1;
+		for (int i = 0; i < nconns; i++)
+			nlive += conns[i]->subscribed ? 1 : 0;
+		if (nlive == 0)
+			return -1;
+		timeout = ms_until(until);
+		if (timeout == 0)
+			return 0;
+
+		wes = CreateWaitEventSet(CurrentMemoryContext, nlive + 2);
+		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		for (int i = 0; i < nconns; i++)
+			if (conns[i]->subscribed)
+				AddWaitEventToSet(wes, WL_SOCKET_READABLE, conns[i]->ctx->fd,
+								  NULL, conns[i]);
+		nev = WaitEventSetWait(wes, timeout, events, nlive + 2, PG_WAIT_EXTENSION);
+		FreeWaitEventSet(wes);
+		for (int e = 0; e < nev; e++)
+		{
+			if (events[e].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+			}
+			else if (((RLConn *) events[e].user_data)->subscribed &&
+					 drain_messages(events[e].user_data, true) == 1)
+				result = 1;
+		}
+		if (result == 1)
 			return 1;
 	}
 }
@@ -1201,7 +1774,7 @@ rl_unsubscribe(RLConn *c)
 
 	if (c->ctx == NULL || !c->subscribed)
 		return;
-	if (redisAppendCommand(c->ctx, "UNSUBSCRIBE") != REDIS_OK ||
+	if (redisAppendCommand(c->ctx, c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE") != REDIS_OK ||
 		redisBufferWrite(c->ctx, &done) == REDIS_ERR || !done)
 	{
 		rl_disconnect(c);

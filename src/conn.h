@@ -49,6 +49,25 @@ typedef struct RLEval
 	const char *args[6];
 } RLEval;
 
+/* A host:port: a sentinel, a cluster node or a Redlock master. */
+typedef struct RLNode
+{
+	char		host[256];
+	int			port;
+	char		desc[272];		/* "host:port", for messages */
+} RLNode;
+
+#define RL_MAX_NODES 16
+
+/* How the Redis deployment is laid out (which settings are set). */
+typedef enum RLMode
+{
+	RL_MODE_SINGLE,
+	RL_MODE_SENTINEL,
+	RL_MODE_CLUSTER,
+	RL_MODE_REDLOCK
+} RLMode;
+
 /* Why the last call on a connection failed; selects SQLSTATE and message. */
 typedef enum RLFailure
 {
@@ -59,12 +78,15 @@ typedef enum RLFailure
 	RLF_TIMEOUT,				/* no reply within command_timeout */
 	RLF_IO,						/* connection lost */
 	RLF_PROTOCOL,				/* the peer does not speak RESP */
-	RLF_FAILOVER				/* behind sentinels: not the master (now) */
+	RLF_FAILOVER,				/* behind sentinels: not the master (now) */
+	RLF_CLUSTER					/* cluster down, slot unserved, redirect loop */
 } RLFailure;
 
 typedef struct RLConn
 {
 	const char *role;			/* "command" or "subscriber", for logs */
+	bool		pinned;			/* connects to node, not to redislock.url */
+	RLNode		node;
 	struct redisContext *ctx;
 	struct WaitEventSet *wes;
 	int			sock_pos;
@@ -76,11 +98,22 @@ typedef struct RLConn
 	long long	client_id;		/* Redis' CLIENT ID of this connection */
 	long long	stale_client_id;	/* of a connection dropped with a
 									 * request in flight, to kill in Redis */
+	bool		sharded;		/* subscribed with SSUBSCRIBE */
 	int			nchannels;
 	const char *const *channels;
 	RLFailure	failure;
-	char		errmsg[256];
+	char		errmsg[1024];
 } RLConn;
+
+/* One pipeline of rl_exec_parallel(): cmds sent on conn. */
+typedef struct RLBatch
+{
+	RLConn	   *conn;
+	int			ncmds;
+	const RLCommand *cmds;
+	RLReply   **replies;		/* ncmds of them, filled when ok */
+	bool		ok;
+} RLBatch;
 
 /* The backend's command connection and its subscriber connection. */
 extern RLConn rl_cmd_conn;
@@ -89,6 +122,14 @@ extern RLConn rl_sub_conn;
 extern bool rl_exec(RLConn *c, int ncmds, const RLCommand *cmds,
 					RLReply **replies);
 extern bool rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies);
+extern int	rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until);
+extern TimestampTz rl_command_deadline(void);
+extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
+extern bool rl_is_noscript(const RLReply *r);
+extern void rl_set_arg(RLCommand *cmd, const char *arg, size_t len);
+extern const char *rl_conn_desc(const RLConn *c);
+extern bool rl_config(RLMode *mode, const RLNode **nodes, int *nnodes,
+					  const char **problem);
 extern void rl_disconnect(RLConn *c);
 extern bool rl_healthy(RLConn *c);
 
@@ -97,10 +138,11 @@ extern void rl_reply_error(const RLReply *reply, const char *what,
 						   const char *name) pg_attribute_noreturn();
 extern const char *rl_server_desc(void);
 extern bool rl_check_url(const char *url, char **detail);
-extern bool rl_check_sentinels(const char *list, char **detail);
+extern bool rl_check_nodes(const char *list, char **detail);
 
 extern bool rl_subscribe(RLConn *c, int nchannels, const char *const *channels);
 extern int	rl_wait_message(RLConn *c, TimestampTz until);
+extern int	rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until);
 extern void rl_unsubscribe(RLConn *c);
 
 #endif							/* REDISLOCK_CONN_H */

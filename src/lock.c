@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "access/xact.h"
+#include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
@@ -23,11 +24,13 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "conn.h"
 #include "lock.h"
 #include "redislock.h"
 #include "registry.h"
+#include "route.h"
 #include "scripts.h"
 
 /* What this session holds of one lock. */
@@ -278,15 +281,21 @@ rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
 	e->keys[1] = channel_key(name);
 	e->keys[2] = queue_key(name);
 	e->keys[3] = timeouts_key(name);
-	e->nargs = 3;
+	e->nargs = 4;
 	e->args[0] = owner;
 	e->args[1] = int64_arg(keep);
 	e->args[2] = leave ? "1" : "0";
+	e->args[3] = rl_publish_command();
 }
 
-/* Fills e with a call of renew.lua: the watchdog's renewal of one hold. */
+/*
+ * Fills e with a call of renew.lua: the watchdog's renewal of one hold.
+ * With Redlock, holds is given so that a master that lost the hold while
+ * the lock is free there gets it back.
+ */
 void
-rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms)
+rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
+			  int32 holds)
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_renew;
@@ -295,6 +304,101 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms)
 	e->nargs = 2;
 	e->args[0] = int64_arg(lease_ms);
 	e->args[1] = owner;
+	if (rl_mode() == RL_MODE_REDLOCK)
+	{
+		e->nargs = 3;
+		e->args[2] = int64_arg(Max(holds, 1));
+	}
+}
+
+/*
+ * Describes in rl_cmd_conn why fewer than a majority of the Redlock masters
+ * answered: each failed node and its error.
+ */
+static bool
+no_quorum(RLReply ***per)
+{
+	StringInfoData buf;
+	int			n = rl_redlock_size();
+	int			nok = 0;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < n; i++)
+	{
+		if (per[i] != NULL)
+		{
+			nok++;
+			continue;
+		}
+		appendStringInfo(&buf, "; %s", rl_redlock_conn(i)->errmsg);
+	}
+	snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
+			 "only %d of %d redlock masters answered, %d needed%s",
+			 nok, n, rl_redlock_quorum(), buf.data);
+	rl_cmd_conn.failure = RLF_IO;
+	pfree(buf.data);
+	return false;
+}
+
+/*
+ * Runs n scripts on every Redlock master at once; per[node] gets that
+ * node's replies, NULL if it failed. False, with the reason in rl_cmd_conn,
+ * when fewer than a majority answered.
+ */
+static bool
+run_on_majority(int n, const RLEval *evals, RLReply ***per)
+{
+	if (rl_run_all(n, evals, per) >= rl_redlock_quorum())
+		return true;
+	return no_quorum(per);
+}
+
+/*
+ * Runs scripts where the locks live: the server, the cluster, or every
+ * Redlock master. For Redlock, replies[i] is the reply of the majority:
+ * an integer counting the nodes whose integer reply was positive when
+ * they are a majority (the largest such value), else 0.
+ */
+static bool
+run_scripts(int n, const RLEval *evals, RLReply **replies)
+{
+	RLReply  ***per;
+	int			nnodes;
+
+	if (rl_mode() != RL_MODE_REDLOCK)
+		return rl_run(n, evals, replies);
+	nnodes = rl_redlock_size();
+	per = palloc0(sizeof(RLReply **) * nnodes);
+	if (!run_on_majority(n, evals, per))
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		int			npositive = 0;
+		long long	best = 0;
+		RLReply    *error = NULL;
+
+		for (int node = 0; node < nnodes; node++)
+		{
+			RLReply    *r;
+
+			if (per[node] == NULL)
+				continue;
+			r = per[node][i];
+			if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
+			{
+				npositive++;
+				best = Max(best, r->integer);
+			}
+			else if (r->type != REDIS_REPLY_INTEGER && error == NULL)
+				error = r;
+		}
+		replies[i] = palloc0(sizeof(RLReply));
+		replies[i]->type = REDIS_REPLY_INTEGER;
+		replies[i]->integer = npositive >= rl_redlock_quorum() ? best : 0;
+		if (error != NULL && npositive < rl_redlock_quorum())
+			replies[i] = error;
+	}
+	return true;
 }
 
 /*
@@ -314,7 +418,7 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 	for (int i = 0; i < n; i++)
 		rl_release_eval(&evals[i], locks[i]->name, rl_owner_id(), keep[i],
 						locks[i]->queued);
-	if (!rl_eval(&rl_cmd_conn, n, evals, replies))
+	if (!run_scripts(n, evals, replies))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		return false;
@@ -456,7 +560,7 @@ eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending
 {
 	RLReply    *r;
 
-	if (!rl_eval(&rl_cmd_conn, 1, e, &r))
+	if (!rl_run(1, e, &r))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_report(&rl_cmd_conn, ERROR);
@@ -471,6 +575,153 @@ eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending
 	return r;
 }
 
+/* Is r the reply acquire.lua gives: {1, token, fresh} or {0, pttl}? */
+static bool
+is_acquire_reply(const RLReply *r)
+{
+	return r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+		is_array_of(r, r->elements, REDIS_REPLY_INTEGER);
+}
+
+/*
+ * Hands out the fencing token of a fresh Redlock acquisition: one above
+ * every counter of the majority that granted it, written back to every
+ * master that has less. The previous holder wrote its token to a majority
+ * too, and two majorities overlap, so tokens strictly increase from holder
+ * to holder as long as no master of that overlap lost its data in between.
+ */
+static bool
+commit_token(LocalLock *ll, int64 token)
+{
+	RLEval		e;
+	RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
+	int			nraised = 0;
+
+	memset(&e, 0, sizeof(e));
+	e.script = &rl_script_raise_token;
+	e.nkeys = 1;
+	e.keys[0] = token_key(ll->name);
+	e.nargs = 1;
+	e.args[0] = int64_arg(token);
+	(void) rl_run_all(1, &e, per);
+	for (int node = 0; node < rl_redlock_size(); node++)
+		if (per[node] != NULL && is_int(per[node][0]) && per[node][0]->integer == token)
+			nraised++;
+	return nraised >= rl_redlock_quorum();
+}
+
+/*
+ * When a Redlock attempt failed, when to try again: once enough masters
+ * are free by the refusals' lease ends, or after a short random delay when
+ * nobody seems to hold a majority (contenders split the votes and are
+ * rolling back). The jitter keeps contenders from colliding again.
+ */
+static int64
+redlock_retry_ms(int64 *pttls, int nrefused, int nfree)
+{
+	int			need = rl_redlock_quorum() - nfree;
+	int64		jitter = (int64) (pg_prng_uint64(&pg_global_prng_state) % 50);
+
+	if (need <= 0 || nrefused < rl_redlock_quorum())
+		return 10 + jitter;
+	for (int i = 1; i < nrefused; i++)
+		for (int j = i; j > 0 && pttls[j - 1] > pttls[j]; j--)
+		{
+			int64		t = pttls[j];
+
+			pttls[j] = pttls[j - 1];
+			pttls[j - 1] = t;
+		}
+	return Max(pttls[need - 1], 0) + jitter;
+}
+
+/*
+ * One Redlock acquisition attempt: acquire.lua on every master at once.
+ * Taken when a majority granted it within its validity (lease minus the
+ * time it took minus clock drift) and the fencing token was committed;
+ * otherwise given back on every master.
+ */
+static void
+redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
+{
+	RLEval		e;
+	int			nnodes = rl_redlock_size();
+	RLReply  ***per = palloc0(sizeof(RLReply **) * nnodes);
+	int64	   *pttls = palloc(sizeof(int64) * nnodes);
+	TimestampTz start = GetCurrentTimestamp();
+	int			granted = 0;
+	int			held_before = 0;
+	int			nrefused = 0;
+	int			nfree = 0;
+	int64		token = 0;
+	int64		drift = lease_ms * rl_redlock_drift / 1000 + 2;
+	RLReply    *error = NULL;
+
+	memset(&e, 0, sizeof(e));
+	e.script = &rl_script_acquire;
+	e.nkeys = 2;
+	e.keys[0] = ll->name;
+	e.keys[1] = token_key(ll->name);
+	e.nargs = 3;
+	e.args[0] = int64_arg(lease_ms);
+	e.args[1] = rl_owner_id();
+	e.args[2] = int64_arg(target);
+
+	mark_dirty(ll);
+	if (!run_on_majority(1, &e, per))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_report(&rl_cmd_conn, ERROR);
+	}
+	for (int node = 0; node < nnodes; node++)
+	{
+		RLReply    *r;
+
+		if (per[node] == NULL)
+			continue;
+		r = per[node][0];
+		if (!is_acquire_reply(r))
+		{
+			error = error ? error : r;
+			continue;
+		}
+		if (r->element[0]->integer == 1)
+		{
+			granted++;
+			token = Max(token, r->element[1]->integer);
+			held_before += (r->elements > 2 && r->element[2]->integer == 0) ? 1 : 0;
+		}
+		else
+			pttls[nrefused++] = r->element[1]->integer;
+	}
+	nfree = nnodes - nrefused;
+
+	memset(out, 0, sizeof(*out));
+	out->fresh = held_before < rl_redlock_quorum();
+	if (granted >= rl_redlock_quorum() &&
+		(!out->fresh || commit_token(ll, token)) &&
+		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
+	{
+		out->acquired = true;
+		out->token = out->fresh ? token : ll->token;
+		set_flags(ll, false, false);
+		return;
+	}
+
+	/* not ours: give back what we got, on every master */
+	{
+		int32		keep = total_holds(ll);
+		int64		before;
+
+		if (trim_in_redis(1, &ll, &keep, &before, true))
+			set_flags(ll, false, ll->queued);
+	}
+	if (error != NULL && error->type == REDIS_REPLY_ERROR && granted + nrefused < rl_redlock_quorum())
+		rl_reply_error(error, "acquire", ll->name);
+	expect_reply(granted + nrefused >= rl_redlock_quorum(), "acquire", ll->name);
+	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
+}
+
 /* Runs one acquisition attempt; raises on failure. */
 static void
 attempt(LocalLock *ll, int64 lease_ms, int32 target,
@@ -479,6 +730,11 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	RLEval		e;
 	RLReply    *r;
 
+	if (rl_mode() == RL_MODE_REDLOCK)
+	{
+		redlock_attempt(ll, lease_ms, target, out);
+		return;
+	}
 	memset(&e, 0, sizeof(e));
 	e.args[0] = int64_arg(lease_ms);
 	e.args[1] = rl_owner_id();
@@ -546,6 +802,19 @@ next_retry(const Attempt *a, bool fair, TimestampTz deadline)
 	return wake;
 }
 
+/* Sleeps until then, or less if interrupted; for when no message can come. */
+static void
+sleep_until(TimestampTz until)
+{
+	long		ms = (long) ((until - GetCurrentTimestamp()) / 1000);
+
+	if (ms > 0)
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
 /* Takes this session out of a fair queue after giving up; never throws. */
 static void
 leave_queue_quietly(LocalLock *ll)
@@ -554,7 +823,7 @@ leave_queue_quietly(LocalLock *ll)
 	int32		keep = total_holds(ll);
 	int64		before;
 
-	if (!rl_healthy(&rl_cmd_conn))
+	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
 		return;
 	HOLD_INTERRUPTS();
 	old = MemoryContextSwitchTo(cleanup_context);
@@ -578,6 +847,7 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	TimestampTz deadline = DT_NOEND;
 	bool		by_lock_timeout = false;
 	const char *channel = req->fair ? owner_channel_key(ll->name) : channel_key(ll->name);
+	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
 	volatile bool acquired = false;
 
 	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
@@ -592,8 +862,9 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	{
 		for (;;)
 		{
-			if (!rl_sub_conn.subscribed &&
-				!rl_subscribe(&rl_sub_conn, 1, &channel))
+			if (redlock)
+				(void) rl_redlock_subscribe(channel);
+			else if (!rl_sub_conn.subscribed && !rl_route_subscribe(channel))
 				rl_report(&rl_sub_conn, ERROR);
 			attempt(ll, lease_ms, target, req->fair, req->fair, a);
 			if (a->acquired)
@@ -603,19 +874,26 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 			}
 			if (GetCurrentTimestamp() >= deadline)
 				break;
-			(void) rl_wait_message(&rl_sub_conn, next_retry(a, req->fair, deadline));
+			if (!redlock)
+				(void) rl_wait_message(&rl_sub_conn, next_retry(a, req->fair, deadline));
+			else if (rl_redlock_wait_message(next_retry(a, false, deadline)) < 0)
+				sleep_until(next_retry(a, false, deadline));
 		}
 	}
 	PG_CATCH();
 	{
 		rl_disconnect(&rl_sub_conn);
+		rl_redlock_unsubscribe(true);
 		if (ll->queued)
 			leave_queue_quietly(ll);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
-	rl_unsubscribe(&rl_sub_conn);
+	if (redlock)
+		rl_redlock_unsubscribe(false);
+	else
+		rl_unsubscribe(&rl_sub_conn);
 	rl_stat_add(RL_STAT_WAITS, 1);
 	rl_stat_add(RL_STAT_WAIT_TIME_MS,
 				(GetCurrentTimestamp() - start) / 1000);
@@ -703,6 +981,7 @@ confirm_on_replicas(LocalLock *ll, int32 target)
 	char		timeout[16];
 	int32		keep = target - 1;
 	int64		before;
+	const char *key = ll->name;
 
 	memset(&cmd, 0, sizeof(cmd));
 	snprintf(nreplicas, sizeof(nreplicas), "%d", rl_sync_replicas);
@@ -713,7 +992,7 @@ confirm_on_replicas(LocalLock *ll, int32 target)
 	cmd.argv[2] = timeout;
 	for (int i = 0; i < 3; i++)
 		cmd.argvlen[i] = strlen(cmd.argv[i]);
-	if (rl_exec(&rl_cmd_conn, 1, &cmd, &r) &&
+	if (rl_run_cmds(1, &cmd, &key, &r) &&
 		r->type == REDIS_REPLY_INTEGER && r->integer >= rl_sync_replicas)
 		return;
 
@@ -744,7 +1023,7 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 	if (!a.acquired &&
 		(req->wait_ms == 0 || !wait_for_lock(ll, req, lease_ms, target, &a)))
 		return false;
-	if (rl_sync_replicas > 0)
+	if (rl_sync_replicas > 0 && rl_mode() != RL_MODE_REDLOCK)
 		confirm_on_replicas(ll, target);
 	record_hold(ll, req, lease_ms, &a);
 	return true;
@@ -762,6 +1041,12 @@ rl_lock_acquire(const RLAcquireRequest *req)
 				 errmsg("a redis lock without a lease needs the redislock watchdog"),
 				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries."),
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.")));
+	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fair redis locks are not supported with redlock"),
+				 errdetail("A FIFO queue cannot be kept consistent across independent masters."),
+				 errhint("Pass fair => false, or use a single server, sentinels or a cluster.")));
 	settle(false);
 	register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)
@@ -880,6 +1165,24 @@ rl_lock_force_release(const char *name)
 	e.keys[0] = name;
 	e.keys[1] = channel_key(name);
 	e.keys[2] = queue_key(name);
+	e.nargs = 1;
+	e.args[0] = rl_publish_command();
+	if (rl_mode() == RL_MODE_REDLOCK)
+	{
+		RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
+		bool		deleted = false;
+
+		if (!run_on_majority(1, &e, per))
+			rl_report(&rl_cmd_conn, ERROR);
+		for (int node = 0; node < rl_redlock_size(); node++)
+			if (per[node] != NULL)
+			{
+				if (per[node][0]->type == REDIS_REPLY_ERROR)
+					rl_reply_error(per[node][0], "force-release", name);
+				deleted |= is_int(per[node][0]) && per[node][0]->integer == 1;
+			}
+		return deleted;
+	}
 	r = eval_one(&e, "force-release", name, NULL);
 	expect_reply(is_int(r), "force-release", name);
 	return r->integer == 1;
@@ -896,21 +1199,23 @@ rl_lock_fencing_token(const char *name, int64 *token)
 	return true;
 }
 
-void
-rl_lock_status(const char *name, RLStatus *st)
+static void
+status_eval(RLEval *e, const char *name)
 {
-	RLEval		e;
-	RLReply    *r;
+	memset(e, 0, sizeof(*e));
+	e->script = &rl_script_status;
+	e->nkeys = 3;
+	e->keys[0] = name;
+	e->keys[1] = queue_key(name);
+	e->keys[2] = token_key(name);
+}
+
+/* Reads status.lua's reply into st. */
+static void
+parse_status(const RLReply *r, const char *name, RLStatus *st)
+{
 	RLReply    *hash;
 
-	settle(false);
-	memset(&e, 0, sizeof(e));
-	e.script = &rl_script_status;
-	e.nkeys = 3;
-	e.keys[0] = name;
-	e.keys[1] = queue_key(name);
-	e.keys[2] = token_key(name);
-	r = eval_one(&e, "read", name, NULL);
 	expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
 				 r->element[0]->type == REDIS_REPLY_ARRAY &&
 				 r->element[0]->elements % 2 == 0 &&
@@ -921,6 +1226,7 @@ rl_lock_status(const char *name, RLStatus *st)
 				 "read", name);
 
 	memset(st, 0, sizeof(*st));
+	st->mode = rl_mode_name();
 	hash = r->element[0];
 	st->nholders = hash->elements / 2;
 	st->holders = palloc(sizeof(char *) * Max(st->nholders, 1));
@@ -939,6 +1245,121 @@ rl_lock_status(const char *name, RLStatus *st)
 		st->has_token = true;
 		st->token = strtoll(r->element[3]->str, NULL, 10);
 	}
+}
+
+/*
+ * Every Redlock master's view of a lock (one row per master). Outside
+ * Redlock, the single view of the server or cluster.
+ */
+int
+rl_lock_node_status(const char *name, RLNodeStatus **out)
+{
+	RLEval		e;
+	RLReply  ***per;
+	RLNodeStatus *nodes;
+	int			n;
+
+	settle(false);
+	status_eval(&e, name);
+	if (rl_mode() != RL_MODE_REDLOCK)
+	{
+		nodes = palloc0(sizeof(RLNodeStatus));
+		nodes[0].node = rl_server_desc();
+		parse_status(eval_one(&e, "read", name, NULL), name, &nodes[0].st);
+		*out = nodes;
+		return 1;
+	}
+	n = rl_redlock_size();
+	per = palloc0(sizeof(RLReply **) * n);
+	nodes = palloc0(sizeof(RLNodeStatus) * n);
+	(void) rl_run_all(1, &e, per);
+	for (int i = 0; i < n; i++)
+	{
+		nodes[i].node = rl_redlock_conn(i)->node.desc;
+		if (per[i] == NULL)
+			nodes[i].error = pstrdup(rl_redlock_conn(i)->errmsg);
+		else if (per[i][0]->type == REDIS_REPLY_ERROR)
+			nodes[i].error = per[i][0]->str;
+		else
+			parse_status(per[i][0], name, &nodes[i].st);
+	}
+	*out = nodes;
+	return n;
+}
+
+/*
+ * A Redlock lock's status is what a majority of masters agree on: the
+ * owners present on a majority hold it; its ttl is the shortest among them.
+ */
+static void
+redlock_status(const char *name, RLStatus *st)
+{
+	RLNodeStatus *nodes;
+	int			n = rl_lock_node_status(name, &nodes);
+	int			nanswered = 0;
+
+	memset(st, 0, sizeof(*st));
+	st->mode = rl_mode_name();
+	st->holders = palloc(sizeof(char *) * n * 2);
+	st->ttl_ms = -1;
+	for (int i = 0; i < n; i++)
+	{
+		if (nodes[i].error != NULL)
+			continue;
+		nanswered++;
+		if (nodes[i].st.has_token)
+		{
+			st->has_token = true;
+			st->token = Max(st->token, nodes[i].st.token);
+		}
+		for (int h = 0; h < nodes[i].st.nholders; h++)
+		{
+			const char *owner = nodes[i].st.holders[h];
+			int			votes = 0;
+			bool		seen = false;
+
+			for (int k = 0; k < st->nholders && !seen; k++)
+				seen = strcmp(st->holders[k], owner) == 0;
+			for (int j = 0; j < n && !seen; j++)
+				for (int k = 0; nodes[j].error == NULL && k < nodes[j].st.nholders; k++)
+					votes += strcmp(nodes[j].st.holders[k], owner) == 0 ? 1 : 0;
+			if (seen || votes < rl_redlock_quorum())
+				continue;
+			st->holders[st->nholders++] = pstrdup(owner);
+			st->hold_count = Max(st->hold_count, nodes[i].st.hold_count);
+			st->held_by_me |= strcmp(owner, rl_owner_id()) == 0;
+		}
+		if (nodes[i].st.locked && nodes[i].st.ttl_ms >= 0 &&
+			(st->ttl_ms < 0 || nodes[i].st.ttl_ms < st->ttl_ms))
+			st->ttl_ms = nodes[i].st.ttl_ms;
+	}
+	if (nanswered < rl_redlock_quorum())
+	{
+		RLReply  ***per = palloc0(sizeof(RLReply **) * n);
+
+		for (int i = 0; i < n; i++)
+			per[i] = nodes[i].error == NULL ? (RLReply **) nodes : NULL;
+		(void) no_quorum(per);
+		rl_report(&rl_cmd_conn, ERROR);
+	}
+	st->locked = st->nholders > 0;
+	if (!st->locked)
+		st->ttl_ms = -1;
+}
+
+void
+rl_lock_status(const char *name, RLStatus *st)
+{
+	RLEval		e;
+
+	if (rl_mode() == RL_MODE_REDLOCK)
+	{
+		redlock_status(name, st);
+		return;
+	}
+	settle(false);
+	status_eval(&e, name);
+	parse_status(eval_one(&e, "read", name, NULL), name, st);
 }
 
 /*
@@ -977,6 +1398,40 @@ end_xact_holds(SubTransactionId subid)
 		settle_locks_quietly(nended, ended);
 	else
 		MemoryContextReset(cleanup_context);
+}
+
+/*
+ * Runs the commit guard's HEXISTS commands where the locks live. With
+ * Redlock a hold counts as present (1) when a majority of masters have it.
+ */
+static bool
+run_checks(int n, const RLCommand *cmds, LocalLock **held, RLReply **replies)
+{
+	const char **keys;
+	RLReply  ***per;
+
+	if (rl_mode() != RL_MODE_REDLOCK)
+	{
+		keys = palloc(sizeof(char *) * n);
+		for (int i = 0; i < n; i++)
+			keys[i] = held[i]->name;
+		return rl_run_cmds(n, cmds, keys, replies);
+	}
+	per = palloc0(sizeof(RLReply **) * rl_redlock_size());
+	if (rl_run_all_cmds(n, cmds, per) < rl_redlock_quorum())
+		return no_quorum(per);
+	for (int i = 0; i < n; i++)
+	{
+		int			votes = 0;
+
+		for (int node = 0; node < rl_redlock_size(); node++)
+			if (per[node] != NULL && is_int(per[node][i]) && per[node][i]->integer == 1)
+				votes++;
+		replies[i] = palloc0(sizeof(RLReply));
+		replies[i]->type = REDIS_REPLY_INTEGER;
+		replies[i]->integer = votes >= rl_redlock_quorum() ? 1 : 0;
+	}
+	return true;
 }
 
 static void pg_attribute_noreturn()
@@ -1037,7 +1492,7 @@ verify_before_commit(void)
 		cmds[i].argv[2] = rl_owner_id();
 		cmds[i].argvlen[2] = strlen(rl_owner_id());
 	}
-	if (!rl_exec(&rl_cmd_conn, n, cmds, replies))
+	if (!run_checks(n, cmds, held, replies))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		ereport(ERROR,

@@ -37,7 +37,16 @@ typedef struct RLStatus
 	bool		has_token;
 	int64		token;
 	bool		held_by_me;
+	const char *mode;			/* single, sentinel, cluster or redlock */
 } RLStatus;
+
+/* One Redlock master's view of a lock, for redis_lock_nodes(). */
+typedef struct RLNodeStatus
+{
+	const char *node;			/* host:port */
+	const char *error;			/* why it did not answer, or NULL */
+	RLStatus	st;
+} RLNodeStatus;
 
 struct RLEval;
 
@@ -45,13 +54,14 @@ extern void rl_lock_init(void);
 extern void rl_release_eval(struct RLEval *e, const char *name,
 							const char *owner, int32 keep, bool leave);
 extern void rl_renew_eval(struct RLEval *e, const char *name,
-						  const char *owner, int64 lease_ms);
+						  const char *owner, int64 lease_ms, int32 holds);
 extern bool rl_lock_acquire(const RLAcquireRequest *req);
 extern bool rl_lock_release(const char *name);
 extern int	rl_lock_release_all(void);
 extern bool rl_lock_force_release(const char *name);
 extern bool rl_lock_fencing_token(const char *name, int64 *token);
 extern void rl_lock_status(const char *name, RLStatus *status);
+extern int	rl_lock_node_status(const char *name, RLNodeStatus **nodes);
 extern const char *rl_owner_id(void);
 
 #endif							/* REDISLOCK_LOCK_H */

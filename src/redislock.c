@@ -28,6 +28,10 @@ char	   *rl_url = NULL;
 char	   *rl_password = NULL;
 char	   *rl_sentinels = NULL;
 char	   *rl_sentinel_master = NULL;
+char	   *rl_cluster_nodes = NULL;
+char	   *rl_redlock_nodes = NULL;
+int			rl_cluster_pubsub = RL_PUBSUB_SHARDED;
+int			rl_redlock_drift = 2;
 int			rl_connect_timeout = 2000;
 int			rl_command_timeout = 5000;
 int			rl_watchdog_timeout = 30000;
@@ -53,12 +57,18 @@ check_url(char **newval, void **extra, GucSource source)
 	return false;
 }
 
+static const struct config_enum_entry pubsub_options[] = {
+	{"sharded", RL_PUBSUB_SHARDED, false},
+	{"classic", RL_PUBSUB_CLASSIC, false},
+	{NULL, 0, false}
+};
+
 static bool
-check_sentinels(char **newval, void **extra, GucSource source)
+check_nodes(char **newval, void **extra, GucSource source)
 {
 	char	   *detail = NULL;
 
-	if (rl_check_sentinels(*newval, &detail))
+	if (rl_check_nodes(*newval, &detail))
 		return true;
 	GUC_check_errdetail("%s", detail);
 	return false;
@@ -66,6 +76,12 @@ check_sentinels(char **newval, void **extra, GucSource source)
 
 static void
 assign_connection_setting(const char *newval, void *extra)
+{
+	rl_settings_generation++;
+}
+
+static void
+assign_pubsub_setting(int newval, void *extra)
 {
 	rl_settings_generation++;
 }
@@ -199,7 +215,7 @@ define_settings(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY,
-							   check_sentinels, assign_connection_setting, NULL);
+							   check_nodes, assign_connection_setting, NULL);
 	DefineCustomStringVariable("redislock.sentinel_master",
 							   "Name under which the sentinels monitor the master.",
 							   NULL,
@@ -208,6 +224,39 @@ define_settings(void)
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY,
 							   NULL, assign_connection_setting, NULL);
+	DefineCustomStringVariable("redislock.cluster_nodes",
+							   "Seed nodes of a Redis Cluster, as host:port,host:port,...",
+							   "When set, locks live in the cluster: each on the node serving its hash slot, found from these.",
+							   &rl_cluster_nodes,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_nodes, assign_connection_setting, NULL);
+	DefineCustomEnumVariable("redislock.cluster_pubsub",
+							 "Pub/sub used for unlock messages on a Redis Cluster.",
+							 "sharded (SSUBSCRIBE/SPUBLISH, when the cluster has it) or classic; must match the Redisson clients' subscription mode.",
+							 &rl_cluster_pubsub,
+							 RL_PUBSUB_SHARDED,
+							 pubsub_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, assign_pubsub_setting, NULL);
+	DefineCustomStringVariable("redislock.redlock_nodes",
+							   "Independent Redis masters for Redlock, as host:port,host:port,... (at least 3).",
+							   "When set, a lock is held when a majority of them grant it.",
+							   &rl_redlock_nodes,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_nodes, assign_connection_setting, NULL);
+	DefineCustomIntVariable("redislock.redlock_drift",
+							"Clock drift allowed for, per second of lease, in Redlock (per mille).",
+							"An acquisition counts only if lease - elapsed - lease * drift / 1000 - 2 ms is still positive.",
+							&rl_redlock_drift,
+							10, 0, 500,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("redislock.connect_timeout",
 							"How long to wait for a connection to Redis.",
 							NULL,

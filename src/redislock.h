@@ -23,12 +23,23 @@ extern char *rl_url;
 extern char *rl_password;
 extern char *rl_sentinels;
 extern char *rl_sentinel_master;
+extern char *rl_cluster_nodes;
+extern char *rl_redlock_nodes;
+extern int	rl_cluster_pubsub;
+extern int	rl_redlock_drift;
 extern int	rl_connect_timeout;
 extern int	rl_command_timeout;
 extern int	rl_watchdog_timeout;
 extern int	rl_fair_wait_timeout;
 extern bool rl_verify_on_commit;
 extern int	rl_sync_replicas;
+
+/* redislock.cluster_pubsub */
+typedef enum RLPubSub
+{
+	RL_PUBSUB_SHARDED,
+	RL_PUBSUB_CLASSIC
+} RLPubSub;
 
 /* Bumped whenever url or password change, so connections reopen. */
 extern uint64 rl_settings_generation;

@@ -12,6 +12,7 @@
 extern const RedisScript rl_script_acquire;
 extern const RedisScript rl_script_fair_acquire;
 extern const RedisScript rl_script_force_release;
+extern const RedisScript rl_script_raise_token;
 extern const RedisScript rl_script_release;
 extern const RedisScript rl_script_renew;
 extern const RedisScript rl_script_status;

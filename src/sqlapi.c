@@ -24,6 +24,9 @@ PG_FUNCTION_INFO_V1(redis_lock_release);
 PG_FUNCTION_INFO_V1(redis_lock_release_all);
 PG_FUNCTION_INFO_V1(redis_lock_force_release);
 PG_FUNCTION_INFO_V1(redis_lock_status);
+PG_FUNCTION_INFO_V1(redis_lock_nodes);
+
+static void status_values(const RLStatus *st, Datum *values, bool *nulls);
 PG_FUNCTION_INFO_V1(redis_lock_fencing_token);
 PG_FUNCTION_INFO_V1(redis_lock_owner_id);
 
@@ -188,28 +191,72 @@ redis_lock_status(PG_FUNCTION_ARGS)
 	const char *name = lock_name_arg(fcinfo, 0);
 	TupleDesc	tupdesc;
 	RLStatus	st;
-	Datum		values[7];
-	bool		nulls[7] = {false};
+	Datum		values[8];
+	bool		nulls[8] = {false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	rl_lock_status(name, &st);
+	status_values(&st, values, nulls);
+	values[7] = CStringGetTextDatum(st.mode);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
 
-	values[0] = BoolGetDatum(st.locked);
-	values[1] = holders_array(&st);
-	values[2] = Int32GetDatum((int32) Min(st.hold_count, PG_INT32_MAX));
-	if (st.ttl_ms >= 0)
+/*
+ * Fills the first seven columns shared by redis_lock_status() and
+ * redis_lock_nodes() from st.
+ */
+static void
+status_values(const RLStatus *st, Datum *values, bool *nulls)
+{
+
+	values[0] = BoolGetDatum(st->locked);
+	values[1] = holders_array(st);
+	values[2] = Int32GetDatum((int32) Min(st->hold_count, PG_INT32_MAX));
+	if (st->ttl_ms >= 0)
 	{
 		Interval   *ttl = palloc0(sizeof(Interval));
 
-		ttl->time = st.ttl_ms * 1000;
+		ttl->time = st->ttl_ms * 1000;
 		values[3] = IntervalPGetDatum(ttl);
 	}
 	else
 		nulls[3] = true;
-	values[4] = Int32GetDatum((int32) Min(st.queue_length, PG_INT32_MAX));
-	values[5] = Int64GetDatum(st.token);
-	nulls[5] = !st.has_token;
-	values[6] = BoolGetDatum(st.held_by_me);
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	values[4] = Int32GetDatum((int32) Min(st->queue_length, PG_INT32_MAX));
+	values[5] = Int64GetDatum(st->token);
+	nulls[5] = !st->has_token;
+	values[6] = BoolGetDatum(st->held_by_me);
+}
+
+/* One row per Redlock master (or one for the server or cluster). */
+Datum
+redis_lock_nodes(PG_FUNCTION_ARGS)
+{
+	const char *name = lock_name_arg(fcinfo, 0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RLNodeStatus *nodes;
+	int			n;
+
+	InitMaterializedSRF(fcinfo, 0);
+	n = rl_lock_node_status(name, &nodes);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[9];
+		bool		nulls[9] = {false};
+
+		values[0] = CStringGetTextDatum(nodes[i].node);
+		if (nodes[i].error != NULL)
+		{
+			for (int k = 1; k < 8; k++)
+				nulls[k] = true;
+			values[8] = CStringGetTextDatum(nodes[i].error);
+		}
+		else
+		{
+			status_values(&nodes[i].st, values + 1, nulls + 1);
+			nulls[8] = true;
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

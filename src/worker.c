@@ -27,6 +27,7 @@
 #include "conn.h"
 #include "lock.h"
 #include "registry.h"
+#include "route.h"
 #include "worker.h"
 
 /* Renewals sent in one pipeline: one round trip per batch, not per lock. */
@@ -73,6 +74,74 @@ note_redis(bool ok)
 	redis_unreachable = !ok;
 }
 
+/*
+ * Runs renewals where the locks live. With Redlock a lock stays held when
+ * a majority of masters still had it (renew.lua's 1); masters that lost it
+ * while it was free there get it back (2), but do not count towards that
+ * majority, which must come from holds that never lapsed.
+ */
+static bool
+renew_where_held(int n, const RLEval *evals, RLReply **replies)
+{
+	int			nnodes;
+	RLReply  ***per;
+
+	if (rl_mode() != RL_MODE_REDLOCK)
+		return rl_run(n, evals, replies);
+	nnodes = rl_redlock_size();
+	per = palloc0(sizeof(RLReply **) * nnodes);
+	if (rl_run_all(n, evals, per) < rl_redlock_quorum())
+	{
+		strlcpy(rl_cmd_conn.errmsg, "fewer than a majority of the redlock masters answered",
+				sizeof(rl_cmd_conn.errmsg));
+		for (int node = 0; node < nnodes; node++)
+			if (per[node] == NULL)
+				strlcpy(rl_cmd_conn.errmsg, rl_redlock_conn(node)->errmsg,
+						sizeof(rl_cmd_conn.errmsg));
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		int			votes = 0;
+
+		for (int node = 0; node < nnodes; node++)
+			if (per[node] != NULL && per[node][i]->type == REDIS_REPLY_INTEGER &&
+				per[node][i]->integer == 1)
+				votes++;
+		replies[i] = palloc0(sizeof(RLReply));
+		replies[i]->type = REDIS_REPLY_INTEGER;
+		replies[i]->integer = votes >= rl_redlock_quorum() ? 1 : 0;
+	}
+	return true;
+}
+
+/*
+ * Runs releases where the locks live; with Redlock, done when a majority
+ * of masters ran them (the others' holds lapse with the lease).
+ */
+static bool
+release_where_held(int n, const RLEval *evals, RLReply **replies)
+{
+	int			nnodes;
+	RLReply  ***per;
+
+	if (rl_mode() != RL_MODE_REDLOCK)
+		return rl_run(n, evals, replies);
+	nnodes = rl_redlock_size();
+	per = palloc0(sizeof(RLReply **) * nnodes);
+	if (rl_run_all(n, evals, per) < rl_redlock_quorum())
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		replies[i] = palloc0(sizeof(RLReply));
+		replies[i]->type = REDIS_REPLY_INTEGER;
+		for (int node = 0; node < nnodes; node++)
+			if (per[node] != NULL && per[node][i]->type == REDIS_REPLY_INTEGER)
+				replies[i]->integer = Max(replies[i]->integer, per[node][i]->integer);
+	}
+	return true;
+}
+
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
 static bool
 renew_batch(RLSlotCopy **items, int n)
@@ -83,8 +152,9 @@ renew_batch(RLSlotCopy **items, int n)
 
 	for (int i = 0; i < n; i++)
 		rl_renew_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner,
-					  items[i]->slot.lease_ms);
-	if (!rl_eval(&rl_cmd_conn, n, evals, replies))
+					  items[i]->slot.lease_ms,
+					  items[i]->slot.session_holds + items[i]->slot.xact_holds);
+	if (!renew_where_held(n, evals, replies))
 	{
 		rl_stat_add(RL_STAT_RENEWAL_FAILURES, n);
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
@@ -131,7 +201,7 @@ release_orphans(RLSlotCopy **items, int n)
 	{
 		rl_release_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner, 0, true);
 	}
-	if (!rl_eval(&rl_cmd_conn, n, evals, replies))
+	if (!release_where_held(n, evals, replies))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		return false;
@@ -262,6 +332,8 @@ redislock_worker_main(Datum arg)
 		CHECK_FOR_INTERRUPTS();
 	}
 	rl_disconnect(&rl_cmd_conn);
+	for (int i = 0; i < rl_redlock_size(); i++)
+		rl_disconnect(rl_redlock_conn(i));
 
 	/*
 	 * Exit code 1 asks the postmaster for a restart: leases lapse while no

@@ -14,6 +14,10 @@
 #   my $sub = FakeRedisson::Conn->new(port => ...);
 #   $sub->subscribe(FakeRedisson::channel('order:42'));
 #   my $msg = $sub->next_message(10);          # [channel, payload] or undef
+#
+# Against a Redis Cluster, as Redisson's cluster mode with Redis 7 runs:
+#   my $java = FakeRedisson->new(port => $any_node_port, cluster => 1);
+#   my $sub  = $java->subscriber(FakeRedisson::channel('order:42'));  # SSUBSCRIBE
 
 use strict;
 use warnings;
@@ -165,28 +169,47 @@ sub cmd
 	return $v;
 }
 
-sub subscribe
+# SUBSCRIBE, or SSUBSCRIBE (sharded pub/sub: served by the master of the
+# channel's slot, which answers MOVED otherwise).  Dies on an error reply,
+# with Redis's text in the message.
+sub subscribe  { my ($self, @chans) = @_; $self->_subscribe('SUBSCRIBE',  @chans); }
+sub ssubscribe { my ($self, @chans) = @_; $self->_subscribe('SSUBSCRIBE', @chans); }
+
+sub _subscribe
 {
-	my ($self, @chans) = @_;
-	$self->send_cmd('SUBSCRIBE', @chans);
+	my ($self, $verb, @chans) = @_;
+	$self->send_cmd($verb, @chans);
 	for (@chans)
 	{
 		my ($ok, $v) = $self->_reply(Time::HiRes::time() + $self->{timeout});
-		croak "no subscribe confirmation" unless $ok && ref $v eq 'ARRAY';
+		croak "no $verb confirmation" unless $ok;
+		croak "redis error for $verb: $v->{msg}" if ref $v eq 'FakeRedisson::Error';
+		croak "unexpected reply to $verb" unless ref $v eq 'ARRAY';
 	}
 }
 
-# Next pub/sub message within $timeout seconds: [channel, payload] or undef.
+# Next pub/sub push within $timeout seconds, as Redis sends it, or undef:
+# e.g. ['message', channel, payload], ['smessage', channel, payload], or
+# ['sunsubscribe', channel, count] (Redis unsubscribes sharded subscribers
+# of a slot that moves to another node).
+sub next_event
+{
+	my ($self, $timeout) = @_;
+	my ($ok, $v) = $self->_reply(Time::HiRes::time() + $timeout);
+	return $ok ? $v : undef;
+}
+
+# Next pub/sub message (plain or sharded) within $timeout seconds:
+# [channel, payload] or undef.
 sub next_message
 {
 	my ($self, $timeout) = @_;
 	my $deadline = Time::HiRes::time() + $timeout;
 	while (1)
 	{
-		my ($ok, $v) = $self->_reply($deadline);
-		return undef unless $ok;
+		my $v = $self->next_event($deadline - Time::HiRes::time()) // return undef;
 		return [ $v->[1], $v->[2] ]
-		  if ref $v eq 'ARRAY' && $v->[0] eq 'message';
+		  if ref $v eq 'ARRAY' && ($v->[0] eq 'message' || $v->[0] eq 'smessage');
 	}
 }
 
@@ -252,19 +275,30 @@ sub now_ms { int(Time::HiRes::time() * 1000) }
 
 my $req_seq = 0;
 
+# Options: host, port | path, password, timeout (seconds per reply, 30); uuid;
+# lease (lockWatchdogTimeout) and fair_wait (fairLockWaitTimeout), in ms;
+#   cluster => 1  port is a Redis Cluster node: follow redirects (see cmd)
+#   sharded => 1  sharded pub/sub: SPUBLISH in the scripts, SSUBSCRIBE in
+#                 subscriber.  Defaults to cluster, as Redisson's
+#                 PublishSubscribeService.getPublishCommand() gives SPUBLISH
+#                 once it finds sharded pub/sub supported (cluster mode,
+#                 Redis 7+, shardedSubscriptionMode AUTO by default).
 sub new
 {
 	my ($class, %o) = @_;
 	my $uuid = $o{uuid} // sprintf('%08x-%04x-4%03x-a%03x-%012x',
 		int(rand(2**32)), int(rand(2**16)), int(rand(2**12)),
 		int(rand(2**12)), int(rand(2**48)));
-	my %c = map { $_ => $o{$_} } grep { exists $o{$_} } qw(host port path password);
+	my %c = map { $_ => $o{$_} } grep { exists $o{$_} } qw(host port path password timeout);
 	return bless {
 		uuid  => $uuid,
 		conn  => FakeRedisson::Conn->new(%c),
 		copts => \%c,
 		lease => $o{lease} // 30000,          # lockWatchdogTimeout
 		fair_wait => $o{fair_wait} // 300000, # fairLockWaitTimeout
+		cluster => $o{cluster},
+		# RedisCommands.SPUBLISH / PUBLISH .getName(), the scripts' ARGV
+		publish => ($o{sharded} // $o{cluster}) ? 'SPUBLISH' : 'PUBLISH',
 	}, $class;
 }
 
@@ -272,13 +306,88 @@ sub uuid  { $_[0]{uuid} }
 sub conn  { $_[0]{conn} }
 sub owner { my ($self, $thread) = @_; return "$self->{uuid}:$thread"; }
 
-# A new connection to the same server (e.g. for SUBSCRIBE).
+# A new connection to the server this client was created for (e.g. for SUBSCRIBE).
 sub new_conn { my $self = shift; FakeRedisson::Conn->new(%{ $self->{copts} }); }
+
+# A new connection to cluster node host:port, with this client's password.
+sub _conn_at
+{
+	my ($self, $host, $port) = @_;
+	my %c = (%{ $self->{copts} }, host => $host, port => $port);
+	delete $c{path};
+	return FakeRedisson::Conn->new(%c);
+}
+
+# The client's connection to host:port, kept for later redirects there.
+sub _node_conn
+{
+	my ($self, $host, $port) = @_;
+	return $self->{node_conns}{"$host:$port"} //= $self->_conn_at($host, $port);
+}
+
+# Runs a command as this client sends it; dies on an error reply.  With
+# cluster => 1 it follows redirects as Redisson does: MOVED re-targets the
+# client (the slot has a new master), ASK sends ASKING + the command to the
+# importing node for this command only, TRYAGAIN (a multi-key command whose
+# keys a migration split) retries.  Bounded by the connection timeout.
+sub cmd
+{
+	my ($self, @args) = @_;
+	my $deadline = Time::HiRes::time() + $self->{conn}{timeout};
+	my ($conn, $asking) = ($self->{conn}, 0);
+	while (1)
+	{
+		$conn->cmd('ASKING') if $asking;
+		my $v = $conn->cmd_raw(@args);
+		return $v unless ref $v eq 'FakeRedisson::Error';
+		my $msg = $v->msg;
+		croak "redis error for $args[0]: $msg"
+		  unless $self->{cluster} && Time::HiRes::time() < $deadline;
+		if ($msg =~ /^(MOVED|ASK) \d+ (\S+):(\d+)$/)
+		{
+			$conn   = $self->_node_conn($2, $3);
+			$asking = $1 eq 'ASK';
+			$self->{conn} = $conn unless $asking;
+		}
+		elsif ($msg =~ /^TRYAGAIN/)
+		{
+			($conn, $asking) = ($self->{conn}, 0);
+			Time::HiRes::sleep(0.05);
+		}
+		else
+		{
+			croak "redis error for $args[0]: $msg";
+		}
+	}
+}
+
+# A new connection subscribed to @chans the way this client subscribes: with
+# sharded pub/sub SSUBSCRIBE on the master of their slot (all must share one),
+# found by following MOVED; else SUBSCRIBE.
+sub subscriber
+{
+	my ($self, @chans) = @_;
+	my $c = $self->new_conn;
+	if ($self->{publish} ne 'SPUBLISH')
+	{
+		$c->subscribe(@chans);
+		return $c;
+	}
+	for (1 .. 5)
+	{
+		return $c if eval { $c->ssubscribe(@chans); 1 };
+		my $err = $@;
+		$c->close;
+		my ($host, $port) = $err =~ /MOVED \d+ (\S+):(\d+)/ or croak $err;
+		$c = $self->_conn_at($host, $port);
+	}
+	croak "subscriber: too many MOVED redirects for @chans";
+}
 
 sub eval_script
 {
 	my ($self, $name, $keys, $args) = @_;
-	return $self->{conn}->cmd('EVAL', script($name), scalar(@$keys), @$keys, @$args);
+	return $self->cmd('EVAL', script($name), scalar(@$keys), @$keys, @$args);
 }
 
 # RLock.tryLock one attempt (tryLockInnerAsync EVAL_LONG):
@@ -298,8 +407,8 @@ sub unlock
 	my $latch = latch_key($name, $req);
 	my $r = $self->eval_script('lock_unlock',
 		[ $name, channel($name), $latch ],
-		[ 0, $lease // $self->{lease}, $self->owner($thread), 'publish', 10000 ]);
-	$self->{conn}->cmd('DEL', $latch);
+		[ 0, $lease // $self->{lease}, $self->owner($thread), $self->{publish}, 10000 ]);
+	$self->cmd('DEL', $latch);
 	return $r;
 }
 
@@ -307,7 +416,7 @@ sub force_unlock
 {
 	my ($self, $name) = @_;
 	return $self->eval_script('lock_force_unlock', [ $name, channel($name) ],
-		[ 0, 'publish' ]);
+		[ 0, $self->{publish} ]);
 }
 
 # Watchdog renewal for ([name, thread], ...): array ref of 1/0.
@@ -345,8 +454,8 @@ sub fair_unlock
 	my $r = $self->eval_script('fair_unlock',
 		[ $name, queue_key($name), timeout_key($name), channel($name), $latch ],
 		[ 0, $lease // $self->{lease}, $self->owner($thread), now_ms(),
-		  'publish', 10000 ]);
-	$self->{conn}->cmd('DEL', $latch);
+		  $self->{publish}, 10000 ]);
+	$self->cmd('DEL', $latch);
 	return $r;
 }
 
@@ -363,7 +472,7 @@ sub fair_force_unlock
 	my ($self, $name) = @_;
 	return $self->eval_script('fair_force_unlock',
 		[ $name, queue_key($name), timeout_key($name), channel($name) ],
-		[ 0, now_ms(), 'publish' ]);
+		[ 0, now_ms(), $self->{publish} ]);
 }
 
 1;

@@ -7,7 +7,7 @@
 -- KEYS[4] = channel  redisson_lock__channel:{<name>}
 -- ARGV[1] = unlock message, 0
 -- ARGV[2] = current time in ms
--- ARGV[3] = publish command: "publish"
+-- ARGV[3] = publish command: "PUBLISH" ("SPUBLISH" with sharded pub/sub in a cluster)
 --
 -- Returns 1 if the lock existed and was deleted (queue head woken), else 0.
 while true do

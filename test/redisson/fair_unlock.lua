@@ -10,7 +10,7 @@
 -- ARGV[2] = lease time in ms (internalLockLeaseTime)
 -- ARGV[3] = owner id
 -- ARGV[4] = current time in ms (client clock)
--- ARGV[5] = publish command: "publish"
+-- ARGV[5] = publish command: "PUBLISH" ("SPUBLISH" with sharded pub/sub in a cluster)
 -- ARGV[6] = latch ttl in ms
 --
 -- Returns nil = not held by this owner; 0 = still held (count > 0); 1 = released

@@ -4,7 +4,7 @@
 -- KEYS[1] = lock name
 -- KEYS[2] = channel  redisson_lock__channel:{<name>}
 -- ARGV[1] = unlock message, 0
--- ARGV[2] = publish command: "publish"
+-- ARGV[2] = publish command: "PUBLISH" ("SPUBLISH" with sharded pub/sub in a cluster)
 --
 -- Returns 1 if the lock existed and was deleted (and "0" published), else 0.
 if (redis.call('del', KEYS[1]) == 1) then

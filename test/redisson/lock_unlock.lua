@@ -10,7 +10,7 @@
 -- ARGV[1] = unlock message, 0 (LockPubSub.UNLOCK_MESSAGE)
 -- ARGV[2] = lease time in ms (internalLockLeaseTime), re-applied when count stays > 0
 -- ARGV[3] = owner id "<client uuid>:<thread id>"
--- ARGV[4] = publish command: "publish" ("spublish" only in sharded cluster mode)
+-- ARGV[4] = publish command: "PUBLISH" ("SPUBLISH" with sharded pub/sub in a cluster)
 -- ARGV[5] = latch ttl in ms (timeout * retryAttempts; any positive number)
 --
 -- Returns nil = not held by this owner; 0 = count decremented, still held;

@@ -1,0 +1,812 @@
+/*
+ * route.c
+ *	  Where each Redis request goes: the one server (directly or behind
+ *	  sentinels), the cluster node that serves its key's hash slot, or every
+ *	  Redlock master at once.
+ *
+ * A cluster's slot map comes from CLUSTER SLOTS and is corrected by MOVED
+ * replies; ASK sends one request to the importing node during a slot
+ * migration. Requests for different nodes go out in parallel. Failures are
+ * copied to rl_cmd_conn, so that callers report them as on one server.
+ *
+ * src/route.c
+ */
+#include "postgres.h"
+
+#include <hiredis/hiredis.h>
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "redislock.h"
+#include "route.h"
+
+#define CLUSTER_SLOTS 16384
+#define MAX_CLUSTER_NODES 128
+
+/* MOVED redirections one request may follow before we call the cluster unstable. */
+#define MAX_REDIRECTS 16
+
+/* Pause between tries while a cluster fails over or a slot is in flux. */
+#define RETRY_MS 100
+
+/* The cluster as this backend knows it. */
+static RLConn *cluster_nodes[MAX_CLUSTER_NODES];
+static int	ncluster_nodes = 0;
+static int16 *slot_owner = NULL;	/* index into cluster_nodes, or -1 */
+static bool map_loaded = false;
+static bool cluster_sharded = false;	/* SPUBLISH/SSUBSCRIBE usable */
+static uint64 cluster_generation = 0;
+
+/* The Redlock masters: a command and a subscriber connection each. */
+static RLConn redlock_cmd[RL_MAX_NODES];
+static RLConn redlock_sub[RL_MAX_NODES];
+static int	nredlock = 0;
+static uint64 redlock_generation = 0;
+
+/* CRC16-CCITT (XMODEM), as Redis Cluster hashes keys. */
+static uint16
+crc16(const char *buf, size_t len)
+{
+	uint16		crc = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		crc ^= (uint16) ((unsigned char) buf[i]) << 8;
+		for (int b = 0; b < 8; b++)
+			crc = (crc & 0x8000) ? (uint16) ((crc << 1) ^ 0x1021) : (uint16) (crc << 1);
+	}
+	return crc;
+}
+
+/* The hash slot of a key: only its {hash tag} counts, if it has one. */
+static int
+key_slot(const char *key)
+{
+	size_t		len = strlen(key);
+	const char *open = memchr(key, '{', len);
+
+	if (open != NULL)
+	{
+		const char *close = memchr(open + 1, '}', len - (open + 1 - key));
+
+		if (close != NULL && close > open + 1)
+			return crc16(open + 1, close - open - 1) % CLUSTER_SLOTS;
+	}
+	return crc16(key, len) % CLUSTER_SLOTS;
+}
+
+RLMode
+rl_mode(void)
+{
+	RLMode		mode;
+	const RLNode *nodes;
+	int			n;
+	const char *problem;
+
+	(void) rl_config(&mode, &nodes, &n, &problem);
+	return mode;
+}
+
+const char *
+rl_mode_name(void)
+{
+	switch (rl_mode())
+	{
+		case RL_MODE_SINGLE:
+			return "single";
+		case RL_MODE_SENTINEL:
+			return "sentinel";
+		case RL_MODE_CLUSTER:
+			return "cluster";
+		case RL_MODE_REDLOCK:
+			return "redlock";
+	}
+	return "single";
+}
+
+/* Copies the failure of c to rl_cmd_conn, where callers look for it. */
+static bool
+failed_on(const RLConn *c)
+{
+	if (c != &rl_cmd_conn)
+	{
+		rl_cmd_conn.failure = c->failure;
+		strlcpy(rl_cmd_conn.errmsg, c->errmsg, sizeof(rl_cmd_conn.errmsg));
+	}
+	return false;
+}
+
+static bool
+fail_cluster(RLFailure failure, const char *fmt,...)
+pg_attribute_printf(2, 3);
+
+static bool
+fail_cluster(RLFailure failure, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg), fmt, ap);
+	va_end(ap);
+	rl_cmd_conn.failure = failure;
+	return false;
+}
+
+static void
+pause_briefly(void)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 RETRY_MS, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/* Drops what we knew of the cluster when the settings changed. */
+static void
+cluster_check_settings(void)
+{
+	if (cluster_generation == rl_settings_generation)
+		return;
+	for (int i = 0; i < ncluster_nodes; i++)
+		rl_disconnect(cluster_nodes[i]);
+	ncluster_nodes = 0;
+	map_loaded = false;
+	cluster_generation = rl_settings_generation;
+	if (slot_owner == NULL)
+		slot_owner = MemoryContextAlloc(TopMemoryContext,
+										sizeof(int16) * CLUSTER_SLOTS);
+	for (int s = 0; s < CLUSTER_SLOTS; s++)
+		slot_owner[s] = -1;
+}
+
+/* The node at host:port, added to those we know if new; -1 if too many. */
+static int
+cluster_node(const char *host, int port)
+{
+	RLConn	   *c;
+
+	for (int i = 0; i < ncluster_nodes; i++)
+		if (cluster_nodes[i]->node.port == port &&
+			strcmp(cluster_nodes[i]->node.host, host) == 0)
+			return i;
+	if (ncluster_nodes == MAX_CLUSTER_NODES || strlen(host) >= sizeof(c->node.host))
+		return -1;
+	c = MemoryContextAllocZero(TopMemoryContext, sizeof(RLConn));
+	c->role = "cluster";
+	c->pinned = true;
+	strlcpy(c->node.host, host, sizeof(c->node.host));
+	c->node.port = port;
+	snprintf(c->node.desc, sizeof(c->node.desc), "%s:%d", host, port);
+	cluster_nodes[ncluster_nodes] = c;
+	return ncluster_nodes++;
+}
+
+/*
+ * Reads CLUSTER SLOTS from node i into the slot map. Entries are
+ * [first slot, last slot, [host, port, id...], replicas...]; an empty host
+ * means the node we asked.
+ */
+static bool
+load_slots(int i, const RLReply *r)
+{
+	if (r->type != REDIS_REPLY_ARRAY)
+		return false;
+	for (int s = 0; s < CLUSTER_SLOTS; s++)
+		slot_owner[s] = -1;
+	for (size_t e = 0; e < r->elements; e++)
+	{
+		const RLReply *range = r->element[e];
+		const RLReply *master;
+		int			owner;
+
+		if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+			range->element[0]->type != REDIS_REPLY_INTEGER ||
+			range->element[1]->type != REDIS_REPLY_INTEGER ||
+			range->element[2]->type != REDIS_REPLY_ARRAY ||
+			range->element[2]->elements < 2)
+			return false;
+		master = range->element[2];
+		if (master->element[0]->type != REDIS_REPLY_STRING ||
+			master->element[1]->type != REDIS_REPLY_INTEGER)
+			return false;
+		owner = master->element[0]->len == 0 ?
+			i : cluster_node(master->element[0]->str, (int) master->element[1]->integer);
+		if (owner < 0)
+			return false;
+		for (long long s = range->element[0]->integer;
+			 s <= range->element[1]->integer && s < CLUSTER_SLOTS; s++)
+			if (s >= 0)
+				slot_owner[s] = (int16) owner;
+	}
+	return true;
+}
+
+/*
+ * Loads the slot map, asking the nodes we know and then the seeds of
+ * redislock.cluster_nodes until one answers. In the same round trip we learn
+ * whether the cluster has sharded pub/sub (Redis 7).
+ */
+static bool
+refresh_map(void)
+{
+	RLMode		mode;
+	const RLNode *seeds;
+	int			nseeds;
+	const char *problem;
+	RLCommand	cmds[2];
+
+	if (!rl_config(&mode, &seeds, &nseeds, &problem))
+		return fail_cluster(RLF_CONFIG, "%s", problem);
+	cluster_check_settings();
+	for (int k = 0; k < nseeds; k++)
+		(void) cluster_node(seeds[k].host, seeds[k].port);
+
+	memset(cmds, 0, sizeof(cmds));
+	rl_set_arg(&cmds[0], "CLUSTER", 7);
+	rl_set_arg(&cmds[0], "SLOTS", 5);
+	rl_set_arg(&cmds[1], "COMMAND", 7);
+	rl_set_arg(&cmds[1], "INFO", 4);
+	rl_set_arg(&cmds[1], "SPUBLISH", 8);
+	rl_cmd_conn.failure = RLF_NONE;
+	for (int i = 0; i < ncluster_nodes; i++)
+	{
+		RLConn	   *c = cluster_nodes[i];
+		RLReply    *replies[2];
+
+		if (!rl_exec(c, 2, cmds, replies))
+		{
+			failed_on(c);
+			continue;
+		}
+		if (replies[0]->type == REDIS_REPLY_ERROR)
+			return fail_cluster(RLF_CLUSTER,
+								"redis server at %s cannot serve as a cluster node: %s",
+								c->node.desc, replies[0]->str);
+		if (!load_slots(i, replies[0]))
+			return fail_cluster(RLF_PROTOCOL,
+								"unexpected reply to CLUSTER SLOTS from redis server at %s",
+								c->node.desc);
+		cluster_sharded = replies[1]->type == REDIS_REPLY_ARRAY &&
+			replies[1]->elements > 0 &&
+			replies[1]->element[0]->type == REDIS_REPLY_ARRAY;
+		map_loaded = true;
+		return true;
+	}
+	if (rl_cmd_conn.failure == RLF_NONE)
+		return fail_cluster(RLF_CONFIG, "redislock.cluster_nodes names no node");
+	{
+		char		last[sizeof(rl_cmd_conn.errmsg)];
+
+		strlcpy(last, rl_cmd_conn.errmsg, sizeof(last));
+		return fail_cluster(rl_cmd_conn.failure,
+							"no node of the redis cluster answered: %s", last);
+	}
+}
+
+/* The node serving slot, loading the map if needed; -1 if none does. */
+static int
+slot_node(int slot)
+{
+	cluster_check_settings();
+	if (!map_loaded && !refresh_map())
+		return -2;
+	return slot_owner[slot];
+}
+
+/* Parses the "<slot> <host>:<port>" of a MOVED or ASK error reply. */
+static int
+redirect_target(const char *err, int *slot)
+{
+	const char *p = strchr(err, ' ');
+	const char *addr;
+	const char *colon;
+	char		host[256];
+
+	if (p == NULL)
+		return -1;
+	*slot = atoi(p + 1);
+	addr = strchr(p + 1, ' ');
+	if (addr == NULL || *slot < 0 || *slot >= CLUSTER_SLOTS)
+		return -1;
+	addr++;
+	colon = strrchr(addr, ':');
+	if (colon == NULL || (size_t) (colon - addr) >= sizeof(host))
+		return -1;
+	memcpy(host, addr, colon - addr);
+	host[colon - addr] = '\0';
+	return cluster_node(host, atoi(colon + 1));
+}
+
+/* One pending request of cluster_exec(). */
+typedef struct Pending
+{
+	int			index;			/* into the caller's commands */
+	int			slot;
+	int			ask_node;		/* -1, or the node an ASK sent it to */
+	int			redirects;
+} Pending;
+
+/*
+ * Sends the pending requests, each to the node of its slot (or its ASK
+ * target, preceded by ASKING), one pipeline per node, all nodes at once.
+ * Replies that are redirections or say the cluster is in flux put the
+ * request back on the pending list. Returns false if a node failed.
+ */
+static bool
+cluster_round(int npending, Pending *pending, const RLCommand *cmds,
+			  RLReply **replies, int *nleft, bool *retry_later, TimestampTz until)
+{
+	RLBatch    *batches = palloc0(sizeof(RLBatch) * MAX_CLUSTER_NODES);
+	Pending    *next = palloc(sizeof(Pending) * Max(npending, 1));
+	int		   *batch_of = palloc(sizeof(int) * MAX_CLUSTER_NODES);
+	int		  **origin = palloc0(sizeof(int *) * MAX_CLUSTER_NODES);
+	int			nbatches = 0;
+	int			left = 0;
+	bool		ok = true;
+
+	for (int i = 0; i < MAX_CLUSTER_NODES; i++)
+		batch_of[i] = -1;
+	for (int p = 0; p < npending; p++)
+	{
+		int			node = pending[p].ask_node >= 0 ? pending[p].ask_node :
+			slot_node(pending[p].slot);
+		RLBatch    *b;
+
+		if (node == -2)
+			return false;
+		if (node < 0)
+			return fail_cluster(RLF_CLUSTER,
+								"hash slot %d is not served by any node of the redis cluster",
+								pending[p].slot);
+		if (batch_of[node] < 0)
+		{
+			batch_of[node] = nbatches;
+			batches[nbatches].conn = cluster_nodes[node];
+			batches[nbatches].cmds = palloc0(sizeof(RLCommand) * npending * 2);
+			batches[nbatches].replies = palloc(sizeof(RLReply *) * npending * 2);
+			origin[nbatches] = palloc(sizeof(int) * npending * 2);
+			nbatches++;
+		}
+		b = &batches[batch_of[node]];
+		if (pending[p].ask_node >= 0)
+		{
+			RLCommand  *asking = (RLCommand *) &b->cmds[b->ncmds];
+
+			rl_set_arg(asking, "ASKING", 6);
+			origin[batch_of[node]][b->ncmds++] = -1;
+		}
+		((RLCommand *) b->cmds)[b->ncmds] = cmds[pending[p].index];
+		origin[batch_of[node]][b->ncmds++] = p;
+	}
+
+	(void) rl_exec_parallel(nbatches, batches, until);
+
+	for (int bi = 0; bi < nbatches; bi++)
+	{
+		RLBatch    *b = &batches[bi];
+
+		for (int k = 0; k < b->ncmds; k++)
+		{
+			int			p = origin[bi][k];
+			Pending    *pd;
+			RLReply    *r;
+			int			slot;
+
+			if (p < 0)
+				continue;
+			pd = &pending[p];
+			if (!b->ok)
+			{
+				/* the node may be failing over: ask the cluster again */
+				pd->ask_node = -1;
+				next[left++] = *pd;
+				*retry_later = true;
+				map_loaded = false;
+				ok = failed_on(b->conn);
+				continue;
+			}
+			r = b->replies[k];
+			pd->ask_node = -1;
+			if (r->type == REDIS_REPLY_ERROR &&
+				(strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0))
+			{
+				int			target = redirect_target(r->str, &slot);
+
+				/* only MOVED counts: ASK then TRYAGAIN repeats until a migration ends */
+				if (target < 0 || (r->str[0] == 'M' && ++pd->redirects > MAX_REDIRECTS))
+					return fail_cluster(RLF_CLUSTER,
+										"the redis cluster keeps redirecting a request for hash slot %d: %s",
+										pd->slot, r->str);
+				if (r->str[0] == 'M')
+				{
+					slot_owner[slot] = (int16) target;
+					map_loaded = false;
+				}
+				else
+					pd->ask_node = target;
+				next[left++] = *pd;
+			}
+			else if (r->type == REDIS_REPLY_ERROR &&
+					 (strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+					  strncmp(r->str, "CLUSTERDOWN", 11) == 0))
+			{
+				snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
+						 "the redis cluster cannot serve hash slot %d now: %s",
+						 pd->slot, r->str);
+				rl_cmd_conn.failure = RLF_CLUSTER;
+				next[left++] = *pd;
+				*retry_later = true;
+			}
+			else
+				replies[pd->index] = r;
+		}
+	}
+	memcpy(pending, next, sizeof(Pending) * left);
+	*nleft = left;
+	return ok;
+}
+
+/*
+ * Runs cmds on the cluster, each on the node serving keys[i], following
+ * MOVED and ASK, and retrying every RETRY_MS while nodes fail over or the
+ * cluster is down, until redislock.command_timeout.
+ */
+static bool
+cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **replies)
+{
+	Pending    *pending = palloc(sizeof(Pending) * Max(n, 1));
+	int			npending = n;
+	TimestampTz until = rl_command_deadline();
+
+	for (int i = 0; i < n; i++)
+	{
+		pending[i].index = i;
+		pending[i].slot = key_slot(keys[i]);
+		pending[i].ask_node = -1;
+		pending[i].redirects = 0;
+	}
+	rl_cmd_conn.failure = RLF_NONE;
+	while (npending > 0)
+	{
+		bool		retry_later = false;
+		int			left = 0;
+
+		if (!cluster_round(npending, pending, cmds, replies, &left, &retry_later, until) &&
+			!retry_later)
+			return false;
+		npending = left;
+		if (npending == 0)
+			return true;
+		if (GetCurrentTimestamp() + RETRY_MS * 1000 >= until)
+			return rl_cmd_conn.failure != RLF_NONE ? false :
+				fail_cluster(RLF_CLUSTER, "the redis cluster did not settle within redislock.command_timeout (%d ms)",
+							 rl_command_timeout);
+		if (retry_later)
+			pause_briefly();
+	}
+	return true;
+}
+
+/* rl_run() on a cluster: EVALSHA, and EVAL where a node lacks the script. */
+static bool
+cluster_eval(int n, const RLEval *evals, RLReply **replies)
+{
+	RLCommand  *cmds = palloc(sizeof(RLCommand) * Max(n, 1));
+	const char **keys = palloc(sizeof(char *) * Max(n, 1));
+	int		   *retry = palloc(sizeof(int) * Max(n, 1));
+	int			nretry = 0;
+	RLReply   **again;
+
+	for (int i = 0; i < n; i++)
+	{
+		rl_build_eval(&cmds[i], &evals[i], false);
+		keys[i] = evals[i].keys[0];
+	}
+	if (!cluster_exec(n, cmds, keys, replies))
+		return false;
+	for (int i = 0; i < n; i++)
+		if (rl_is_noscript(replies[i]))
+		{
+			rl_build_eval(&cmds[nretry], &evals[i], true);
+			keys[nretry] = evals[i].keys[0];
+			retry[nretry++] = i;
+		}
+	if (nretry == 0)
+		return true;
+	again = palloc(sizeof(RLReply *) * nretry);
+	if (!cluster_exec(nretry, cmds, keys, again))
+		return false;
+	for (int j = 0; j < nretry; j++)
+		replies[retry[j]] = again[j];
+	return true;
+}
+
+/*
+ * Runs scripts on the single server or the cluster (not Redlock, whose
+ * callers need every node's reply: rl_run_all). On failure, rl_cmd_conn
+ * says why.
+ */
+bool
+rl_run(int n, const RLEval *evals, RLReply **replies)
+{
+	Assert(rl_mode() != RL_MODE_REDLOCK);
+	if (rl_mode() == RL_MODE_CLUSTER)
+		return cluster_eval(n, evals, replies);
+	return rl_eval(&rl_cmd_conn, n, evals, replies);
+}
+
+/* Runs plain commands; on a cluster each goes where keys[i] lives. */
+bool
+rl_run_cmds(int n, const RLCommand *cmds, const char *const *keys, RLReply **replies)
+{
+	Assert(rl_mode() != RL_MODE_REDLOCK);
+	if (rl_mode() == RL_MODE_CLUSTER)
+		return cluster_exec(n, cmds, keys, replies);
+	return rl_exec(&rl_cmd_conn, n, cmds, replies);
+}
+
+/*
+ * The command scripts publish unlock messages with: SPUBLISH on a cluster
+ * with sharded pub/sub (as Redisson does there), else PUBLISH.
+ */
+const char *
+rl_publish_command(void)
+{
+	if (rl_mode() != RL_MODE_CLUSTER || rl_cluster_pubsub == RL_PUBSUB_CLASSIC)
+		return "publish";
+	cluster_check_settings();
+	if (!map_loaded)
+		(void) refresh_map();
+	return cluster_sharded ? "spublish" : "publish";
+}
+
+/*
+ * Subscribes rl_sub_conn to channel. On a cluster the subscriber connects
+ * to the node serving the channel's slot: sharded subscriptions must, and
+ * a classic one may go anywhere, messages being broadcast.
+ */
+bool
+rl_route_subscribe(const char *channel)
+{
+	static const char *chan;
+	TimestampTz until = rl_command_deadline();
+
+	chan = channel;
+	if (rl_mode() != RL_MODE_CLUSTER)
+	{
+		if (rl_sub_conn.pinned)
+			rl_disconnect(&rl_sub_conn);
+		rl_sub_conn.pinned = false;
+		rl_sub_conn.sharded = false;
+		return rl_subscribe(&rl_sub_conn, 1, &chan);
+	}
+	for (;;)
+	{
+		bool		sharded = strcmp(rl_publish_command(), "spublish") == 0;
+		int			node = slot_node(key_slot(channel));
+
+		if (node == -2)
+		{
+			rl_sub_conn.failure = rl_cmd_conn.failure;
+			strlcpy(rl_sub_conn.errmsg, rl_cmd_conn.errmsg, sizeof(rl_sub_conn.errmsg));
+			return false;
+		}
+		if (node < 0)
+		{
+			rl_sub_conn.failure = RLF_CLUSTER;
+			snprintf(rl_sub_conn.errmsg, sizeof(rl_sub_conn.errmsg),
+					 "hash slot %d is not served by any node of the redis cluster",
+					 key_slot(channel));
+			return false;
+		}
+		if (!rl_sub_conn.pinned || rl_sub_conn.sharded != sharded ||
+			strcmp(rl_sub_conn.node.desc, cluster_nodes[node]->node.desc) != 0)
+		{
+			rl_disconnect(&rl_sub_conn);
+			rl_sub_conn.pinned = true;
+			rl_sub_conn.sharded = sharded;
+			rl_sub_conn.node = cluster_nodes[node]->node;
+		}
+		if (rl_subscribe(&rl_sub_conn, 1, &chan))
+			return true;
+		if (GetCurrentTimestamp() + RETRY_MS * 1000 >= until ||
+			(rl_sub_conn.failure != RLF_CLUSTER && rl_sub_conn.failure != RLF_IO &&
+			 rl_sub_conn.failure != RLF_CONNECT))
+			return false;
+		map_loaded = false;
+		pause_briefly();
+	}
+}
+
+/* Opens (lazily) the connections to the Redlock masters. */
+static void
+redlock_check_settings(void)
+{
+	RLMode		mode;
+	const RLNode *nodes;
+	int			n;
+	const char *problem;
+
+	if (redlock_generation == rl_settings_generation)
+		return;
+	for (int i = 0; i < nredlock; i++)
+	{
+		rl_disconnect(&redlock_cmd[i]);
+		rl_disconnect(&redlock_sub[i]);
+	}
+	nredlock = 0;
+	redlock_generation = rl_settings_generation;
+	if (!rl_config(&mode, &nodes, &n, &problem) || mode != RL_MODE_REDLOCK)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		memset(&redlock_cmd[i], 0, sizeof(RLConn));
+		memset(&redlock_sub[i], 0, sizeof(RLConn));
+		redlock_cmd[i].role = "command";
+		redlock_sub[i].role = "subscriber";
+		redlock_cmd[i].pinned = redlock_sub[i].pinned = true;
+		redlock_cmd[i].node = redlock_sub[i].node = nodes[i];
+	}
+	nredlock = n;
+}
+
+int
+rl_redlock_size(void)
+{
+	redlock_check_settings();
+	return nredlock;
+}
+
+/* Redlock's majority: more than half of the masters. */
+int
+rl_redlock_quorum(void)
+{
+	return rl_redlock_size() / 2 + 1;
+}
+
+RLConn *
+rl_redlock_conn(int i)
+{
+	Assert(i >= 0 && i < nredlock);
+	return &redlock_cmd[i];
+}
+
+/*
+ * Runs the same commands on every Redlock master at once. replies[node] is
+ * that node's replies, or NULL if it failed (its connection says why).
+ * Returns how many nodes answered.
+ */
+int
+rl_run_all_cmds(int n, const RLCommand *cmds, RLReply ***replies)
+{
+	int			nnodes = rl_redlock_size();
+	RLBatch    *batches = palloc0(sizeof(RLBatch) * Max(nnodes, 1));
+	int			nok;
+
+	for (int i = 0; i < nnodes; i++)
+	{
+		batches[i].conn = &redlock_cmd[i];
+		batches[i].ncmds = n;
+		batches[i].cmds = cmds;
+		batches[i].replies = palloc(sizeof(RLReply *) * Max(n, 1));
+	}
+	nok = rl_exec_parallel(nnodes, batches, rl_command_deadline());
+	for (int i = 0; i < nnodes; i++)
+		replies[i] = batches[i].ok ? batches[i].replies : NULL;
+	return nok;
+}
+
+/*
+ * rl_run_all_cmds() for scripts: EVALSHA everywhere, then EVAL on the nodes
+ * that lacked a script (a master restarted empty), again all at once.
+ */
+int
+rl_run_all(int n, const RLEval *evals, RLReply ***replies)
+{
+	int			nnodes = rl_redlock_size();
+	RLCommand  *cmds = palloc(sizeof(RLCommand) * Max(n, 1));
+	RLBatch    *batches = palloc0(sizeof(RLBatch) * Max(nnodes, 1));
+	int		  **retry = palloc0(sizeof(int *) * Max(nnodes, 1));
+	int			nbatches = 0;
+	int			nok;
+
+	for (int i = 0; i < n; i++)
+		rl_build_eval(&cmds[i], &evals[i], false);
+	nok = rl_run_all_cmds(n, cmds, replies);
+	for (int node = 0; node < nnodes; node++)
+	{
+		RLBatch    *b = &batches[nbatches];
+		RLCommand  *again = NULL;
+
+		if (replies[node] == NULL)
+			continue;
+		for (int i = 0; i < n; i++)
+		{
+			if (!rl_is_noscript(replies[node][i]))
+				continue;
+			if (again == NULL)
+			{
+				again = palloc(sizeof(RLCommand) * n);
+				retry[nbatches] = palloc(sizeof(int) * n);
+				b->conn = &redlock_cmd[node];
+				b->cmds = again;
+				b->replies = palloc(sizeof(RLReply *) * n);
+			}
+			rl_build_eval(&again[b->ncmds], &evals[i], true);
+			retry[nbatches][b->ncmds++] = i;
+		}
+		if (again != NULL)
+			nbatches++;
+	}
+	if (nbatches == 0)
+		return nok;
+	(void) rl_exec_parallel(nbatches, batches, rl_command_deadline());
+	for (int bi = 0; bi < nbatches; bi++)
+	{
+		int			node = batches[bi].conn - redlock_cmd;
+
+		if (!batches[bi].ok)
+		{
+			replies[node] = NULL;
+			nok--;
+			continue;
+		}
+		for (int k = 0; k < batches[bi].ncmds; k++)
+			replies[node][retry[bi][k]] = batches[bi].replies[k];
+	}
+	return nok;
+}
+
+/*
+ * Subscribes to channel on every Redlock master that can be reached, so
+ * that an unlock on any of them wakes us. True if at least one confirmed.
+ */
+bool
+rl_redlock_subscribe(const char *channel)
+{
+	static const char *chan;
+	int			nsubscribed = 0;
+
+	chan = channel;
+	for (int i = 0; i < rl_redlock_size(); i++)
+	{
+		if (redlock_sub[i].subscribed)
+		{
+			nsubscribed++;
+			continue;
+		}
+		/* a master that just failed is left out of this wait */
+		if (!rl_healthy(&redlock_cmd[i]) && redlock_cmd[i].failure != RLF_NONE)
+			continue;
+		if (rl_subscribe(&redlock_sub[i], 1, &chan))
+			nsubscribed++;
+	}
+	return nsubscribed > 0;
+}
+
+int
+rl_redlock_wait_message(TimestampTz until)
+{
+	RLConn	   *conns[RL_MAX_NODES];
+
+	for (int i = 0; i < rl_redlock_size(); i++)
+		conns[i] = &redlock_sub[i];
+	return rl_wait_message_any(rl_redlock_size(), conns, until);
+}
+
+/* Ends the wait's subscriptions; with drop, closes the connections. */
+void
+rl_redlock_unsubscribe(bool drop)
+{
+	for (int i = 0; i < nredlock; i++)
+	{
+		if (drop)
+			rl_disconnect(&redlock_sub[i]);
+		else
+			rl_unsubscribe(&redlock_sub[i]);
+	}
+}

@@ -1,0 +1,184 @@
+# Redis Cluster (3 masters + 3 replicas made by redis-cli --cluster create):
+# locks spread over many slots, each on the master serving it; sharded and
+# classic pub/sub with a Redisson client on the same cluster; a slot
+# migrated while a lock on it is held and waited for (ASK during, MOVED
+# after); clear errors; the mutual-exclusion counter; a master failover.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
+use RedisLockTest;
+use FakeRedisson;
+use Test::More;
+
+my $cl = RedisLockTest::Cluster->new(masters => 3, replicas => 1);
+my @seeds = $cl->masters;
+my $node = RedisLockTest::node('cluster', undef,
+	'redislock.cluster_nodes' => '127.0.0.1:' . $seeds[0]->port,
+	'redislock.watchdog_timeout' => '3s',
+	'redislock.command_timeout' => '20s',
+	'max_connections' => '30');
+
+my $a = RedisLockTest::Session->new($node);
+my $b = RedisLockTest::Session->new($node);
+my $owner_a = $a->query('SELECT redis_lock_owner_id()');
+my $LONG = 60000;
+
+# --- locks spread over the slots, each on the master that serves it -----------
+is($a->query("SELECT count(*) FILTER (WHERE redis_lock_acquire('cl:' || i, '0', '1 min')) FROM generate_series(1, 60) i"),
+	60, '60 locks acquired from one seed node');
+my (%on, $misplaced);
+for my $i (1 .. 60)
+{
+	my $m = $cl->node_for_key("cl:$i");
+	$on{ $m->port }++;
+	$misplaced++ unless $m->cli('HEXISTS', "cl:$i", $owner_a) == 1;
+}
+is(scalar(keys %on), 3, 'they live on all 3 masters');
+is($misplaced // 0, 0, 'each on the master serving its slot');
+is($a->query("SELECT mode FROM redis_lock_status('cl:7')"), 'cluster', 'status names the mode');
+is($a->query("SELECT held_by_me FROM redis_lock_status('cl:7')"), 't', 'status finds the lock');
+is($a->query('SELECT redis_lock_release_all()'), 60, 'all released, one pipeline per node');
+is(scalar(grep { $cl->node_for_key("cl:$_")->cli('EXISTS', "cl:$_") } 1 .. 60), 0, 'none left');
+
+# --- waits: sharded pub/sub on the slot's master --------------------------------
+my $chan = FakeRedisson::channel('cl:w');
+is($a->query("SELECT redis_lock_acquire('cl:w', '0', '1 min')"), 't', 'A holds cl:w (1 min lease)');
+$b->start("SELECT redis_lock_acquire('cl:w', '30 s', '1 min')");
+waits_ok($b, 'B waits for cl:w');
+until_ok('B is subscribed with SSUBSCRIBE on the slot master', sub {
+	($cl->cli_for_key($chan, 'PUBSUB', 'SHARDNUMSUB', $chan))[1] == 1 });
+is($a->query("SELECT redis_lock_release('cl:w')"), 't', 'A releases');
+my ($v) = $b->finish(30);
+is($v, 't', 'B is woken by the sharded unlock message and gets cl:w');
+is($b->query("SELECT redis_lock_release('cl:w')"), 't', 'B releases');
+
+# --- a Redisson client on the same cluster (sharded pub/sub, its default) ------
+my $java = FakeRedisson->new(port => $seeds[1]->port, cluster => 1);
+is($java->try_lock('cl:j', 1, $LONG), undef, 'Redisson takes cl:j');
+is($a->query("SELECT redis_lock_acquire('cl:j', '0', '1 min')"), 'f', 'we are excluded by it');
+$a->start("SELECT redis_lock_acquire('cl:j', '30 s', '1 min')");
+waits_ok($a, 'A waits for the Redisson lock');
+is($java->unlock('cl:j', 1), 1, 'Redisson unlocks (SPUBLISH)');
+($v) = $a->finish(30);
+is($v, 't', 'its unlock message wakes our waiter');
+my $sub = $java->subscriber(FakeRedisson::channel('cl:j'));
+ok(defined $java->try_lock('cl:j', 2, $LONG), 'Redisson is excluded by our lock');
+is($a->query("SELECT redis_lock_release('cl:j')"), 't', 'we release');
+my $msg = $sub->next_message(10);
+is($msg && $msg->[1], '0', "Redisson's sharded subscriber gets our unlock message");
+$sub->close;
+
+# classic pub/sub, for Redisson clients with shardedSubscriptionMode OFF
+$a->query("SET redislock.cluster_pubsub = 'classic'");
+$b->query("SET redislock.cluster_pubsub = 'classic'");
+is($a->query("SELECT redis_lock_acquire('cl:c', '0', '1 min')"), 't', 'classic: A holds cl:c');
+$b->start("SELECT redis_lock_acquire('cl:c', '30 s', '1 min')");
+waits_ok($b, 'classic: B waits');
+my $classic = FakeRedisson->new(port => $seeds[1]->port, cluster => 1, sharded => 0);
+my $csub = $classic->subscriber(FakeRedisson::channel('cl:c'));
+is($a->query("SELECT redis_lock_release('cl:c')"), 't', 'classic: A releases (PUBLISH)');
+($v) = $b->finish(30);
+is($v, 't', 'classic: B is woken');
+$msg = $csub->next_message(10);
+is($msg && $msg->[1], '0', 'classic: a classic Redisson subscriber gets the message');
+$csub->close;
+$b->query("SELECT redis_lock_release('cl:c')");
+$a->query('RESET redislock.cluster_pubsub');
+$b->query('RESET redislock.cluster_pubsub');
+
+# --- a slot migrated while locks on it are held and waited for --------------
+# cl:m (fixed lease) has a waiter; a{cl:m}, same slot, is renewed by the
+# watchdog. Its key is moved first, so while the slot is migrating the
+# source answers ASK for it and renewals must follow to the target; after
+# the migration the source answers MOVED.
+my $slot = $cl->slot_of('cl:m');
+my $from = $cl->owner_of_slot($slot);
+my ($to) = grep { $_->port != $from->port } $cl->masters;
+is($a->query("SELECT redis_lock_acquire('cl:m', '0', '1 min')"), 't', 'A holds cl:m');
+is($a->query("SELECT redis_lock_acquire('a{cl:m}')"), 't', 'A holds a{cl:m} in watchdog mode (3 s lease)');
+$b->start("SELECT redis_lock_acquire('cl:m', '60 s', '1 min')");
+waits_ok($b, 'B waits for cl:m');
+$cl->begin_migration($slot, $to);
+is($from->cli('MIGRATE', '127.0.0.1', $to->port, 'a{cl:m}', 0, 5000), 'OK', 'a{cl:m} is moved ahead of the slot');
+like(scalar $from->cli('HEXISTS', 'a{cl:m}', $owner_a), qr/^ASK /, 'the source now answers ASK for it');
+my $r0 = lock_stats($a)->{renewals};
+until_ok('the watchdog renews a{cl:m} through ASK, past its lease',
+	sub { lock_stats($a)->{renewals} >= $r0 + 4 });
+is($to->cli('CLUSTER', 'COUNTKEYSINSLOT', $slot), 1,
+	'the hold is alive on the importing master, past its 3 s lease');
+is($a->query("SELECT state FROM redis_locks WHERE name = 'a{cl:m}'"), 'held', 'and not lost');
+$cl->finish_migration($slot, $to);
+my $c = RedisLockTest::Session->new($node);
+is($to->cli('HEXISTS', 'cl:m', $owner_a), 1, 'after the migration cl:m lives on the new master');
+is($c->query("SELECT redis_lock_acquire('cl:m', '0', '1 min')"), 'f', 'and still excludes others (MOVED followed)');
+until_ok('B resubscribed on the new master', sub {
+	($to->cli('PUBSUB', 'SHARDNUMSUB', FakeRedisson::channel('cl:m')))[1] == 1 });
+is($a->query("SELECT redis_lock_release('cl:m')"), 't', 'A releases on the new master');
+($v) = $b->finish(60);
+is($v, 't', 'B gets cl:m, woken on the new master');
+is($b->query("SELECT redis_lock_release('cl:m')"), 't', 'B releases');
+is($a->query("SELECT redis_lock_release('a{cl:m}')"), 't', 'A releases a{cl:m}');
+
+# --- clear errors -------------------------------------------------------------
+my $plain = RedisLockTest::Redis->new;
+$c->query("SET redislock.cluster_nodes = '127.0.0.1:" . $plain->port . "'");
+my (undef, $err, $state) = $c->try("SELECT redis_lock_acquire('cl:e', '0', '1 min')");
+is($state, '08006', 'a seed that is not a cluster node: 08006');
+like($err // '', qr/cannot serve as a cluster node/, '... saying so');
+$c->query("SET redislock.cluster_nodes = '127.0.0.1:1'");
+(undef, $err, $state) = $c->try("SELECT redis_lock_acquire('cl:e', '0', '1 min')");
+like($state // '', qr/^08/, 'no seed reachable: a connection error');
+like($err // '', qr/no node of the redis cluster answered/, '... saying no node answered');
+$c->query('RESET redislock.cluster_nodes');
+(undef, $err, $state) = $c->try("SET redislock.redlock_nodes = '127.0.0.1:1,127.0.0.1:2,127.0.0.1:3'");
+(undef, $err, $state) = $c->try("SELECT redis_lock_acquire('cl:e', '0', '1 min')");
+is($state, '22023', 'cluster and redlock nodes both set: 22023');
+$c->query('RESET redislock.redlock_nodes');
+
+# --- the mutual-exclusion counter ------------------------------------------------
+my $setup = RedisLockTest::Session->new($node);
+$setup->query(<<'SQL');
+CREATE TABLE counter(v int NOT NULL);
+INSERT INTO counter VALUES (0);
+CREATE PROCEDURE bump(rounds int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    cur int;
+BEGIN
+    FOR i IN 1 .. rounds LOOP
+        PERFORM redis_xact_lock_acquire('cl:ctr');
+        SELECT v INTO cur FROM counter;
+        PERFORM pg_sleep(0.001);
+        UPDATE counter SET v = cur + 1;
+        COMMIT;
+    END LOOP;
+END $$;
+SQL
+my @s = map { RedisLockTest::Session->new($node) } 1 .. 4;
+$_->start('CALL bump(60)') for @s;
+my @errors;
+for my $s (@s)
+{
+	my ($r, $e, $st) = $s->finish(600);
+	push @errors, "[$st] $e" if defined $e;
+}
+is(scalar(@errors), 0, 'counter run: no errors') or diag(join("\n", @errors));
+is($setup->query('SELECT v FROM counter'), 240, 'the counter is exact');
+
+# --- a master fails over while a lock on it is held ---------------------------
+$a->query('SET redislock.sync_replicas = 1');
+is($a->query("SELECT redis_lock_acquire('cl:f')"), 't', 'A holds cl:f (watchdog), confirmed by the replica');
+my $master = $cl->node_for_key('cl:f');
+$r0 = lock_stats($a)->{renewals};
+my $promoted = $cl->kill9_master($master);
+is($promoted->cli('HEXISTS', 'cl:f', $owner_a), 1, 'the promoted replica has the hold');
+is($b->query("SELECT redis_lock_acquire('cl:f', '0', '1 min')"), 'f', 'after the failover cl:f still excludes others');
+is($a->query("SELECT held_by_me FROM redis_lock_status('cl:f')"), 't', 'A still holds it, on the new master');
+until_ok('the watchdog renews on the new master', sub { lock_stats($a)->{renewals} > $r0 + 2 });
+is($a->query("SELECT state FROM redis_locks WHERE name = 'cl:f'"), 'held', 'and it is not lost');
+is($a->query("SELECT redis_lock_release('cl:f')"), 't', 'A releases');
+is($b->query("SELECT redis_lock_acquire('cl:f', '0', '1 min')"), 't', 'then B acquires');
+
+no_crash_ok($node, 'cluster');
+done_testing();
