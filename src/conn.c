@@ -1238,9 +1238,14 @@ flight_step(Flight *f)
 	}
 }
 
-/* Fails the flights whose time is up; connecting ones by connect_until. */
+/*
+ * Fails the flights whose time is up; connecting ones by connect_until.
+ * With straggling, until was brought forward because enough others had
+ * answered.
+ */
 static void
-flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_until)
+flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_until,
+			   bool straggling)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -1254,6 +1259,10 @@ flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_un
 			fail(c, RLF_CONNECT,
 				 "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
 				 rl_conn_desc(c), rl_connect_timeout);
+		else if (now >= until && straggling)
+			fail(c, RLF_TIMEOUT,
+				 "redis server at %s did not answer while a majority of the others did",
+				 rl_conn_desc(c));
 		else if (now >= until)
 			fail(c, RLF_TIMEOUT,
 				 "redis server at %s did not answer within redislock.command_timeout (%d ms)",
@@ -1278,10 +1287,13 @@ flight_events(const Flight *f)
  * with no wait set open, so that an ERROR they raise leaks nothing.
  */
 static void
-flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_until)
+flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_until,
+			 int enough)
 {
 	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
 	int		   *pos = palloc(sizeof(int) * Max(n, 1));
+	TimestampTz start = GetCurrentTimestamp();
+	bool		straggling = false;
 
 	for (;;)
 	{
@@ -1291,7 +1303,7 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
 		bool		rebuild = false;
 		bool		interrupted = false;
 
-		flights_expire(flights, n, until, connect_until);
+		flights_expire(flights, n, until, connect_until, straggling);
 		for (int i = 0; i < n; i++)
 			nactive += flights[i].state != FLIGHT_DONE ? 1 : 0;
 		if (nactive == 0)
@@ -1309,12 +1321,29 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
 			long		timeout;
 			int			nev;
 			bool		active = false;
+			int			nok = 0;
 
 			for (int i = 0; i < n; i++)
 			{
 				active |= flights[i].state != FLIGHT_DONE;
+				nok += flights[i].b->ok ? 1 : 0;
 				if (flights[i].state == FLIGHT_CONNECTING)
 					deadline = Min(deadline, connect_until);
+			}
+
+			/*
+			 * Once enough have answered, the others get as long again as
+			 * those took (at least 5 ms): a silent server costs little more
+			 * than a slow answer, not the whole command timeout.
+			 */
+			if (active && !straggling && nok >= enough)
+			{
+				TimestampTz now = GetCurrentTimestamp();
+
+				straggling = true;
+				until = Min(until, now + Max(now - start, 2500) * 2);
+				connect_until = Min(connect_until, until);
+				deadline = Min(deadline, until);
 			}
 			timeout = ms_until(deadline);
 			if (!active || timeout == 0)
@@ -1364,12 +1393,13 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
  * Runs each batch as one pipeline on its own connection (all pinned to a
  * node), all at the same time: the whole costs about one round trip, not
  * one per node, and a dead or silent node delays none of the others beyond
- * the timeouts, and all are done by until. A batch on a reused connection that Redis had closed is
+ * the timeouts, and all are done by until. Once enough batches succeeded
+ * the rest get only a short grace. A batch on a reused connection that Redis had closed is
  * sent once more on a new one. Returns how many batches succeeded; a failed
  * one has ok = false and its connection says why.
  */
 int
-rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until)
+rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until, int enough)
 {
 	Flight	   *flights = palloc(sizeof(Flight) * Max(nbatches, 1));
 	bool	   *reused = palloc(sizeof(bool) * Max(nbatches, 1));
@@ -1380,7 +1410,7 @@ rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until)
 		reused[i] = rl_healthy(batches[i].conn);
 		flight_start(&flights[i], &batches[i]);
 	}
-	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)));
+	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)), enough);
 	for (int i = 0; i < nbatches; i++)
 	{
 		if (!batches[i].ok && reused[i] && batches[i].conn->failure == RLF_IO)
@@ -1388,7 +1418,7 @@ rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until)
 		else
 			flights[i].state = FLIGHT_DONE;
 	}
-	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)));
+	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)), enough);
 	for (int i = 0; i < nbatches; i++)
 		nok += batches[i].ok ? 1 : 0;
 	return nok;

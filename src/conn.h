@@ -122,7 +122,8 @@ extern RLConn rl_sub_conn;
 extern bool rl_exec(RLConn *c, int ncmds, const RLCommand *cmds,
 					RLReply **replies);
 extern bool rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies);
-extern int	rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until);
+extern int	rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until,
+							 int enough);
 extern TimestampTz rl_command_deadline(void);
 extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
 extern bool rl_is_noscript(const RLReply *r);

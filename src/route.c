@@ -383,7 +383,7 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 		origin[batch_of[node]][b->ncmds++] = p;
 	}
 
-	(void) rl_exec_parallel(nbatches, batches, until);
+	(void) rl_exec_parallel(nbatches, batches, until, nbatches);
 
 	for (int bi = 0; bi < nbatches; bi++)
 	{
@@ -694,7 +694,7 @@ rl_run_all_cmds(int n, const RLCommand *cmds, RLReply ***replies)
 		batches[i].cmds = cmds;
 		batches[i].replies = palloc(sizeof(RLReply *) * Max(n, 1));
 	}
-	nok = rl_exec_parallel(nnodes, batches, rl_command_deadline());
+	nok = rl_exec_parallel(nnodes, batches, rl_command_deadline(), rl_redlock_quorum());
 	for (int i = 0; i < nnodes; i++)
 		replies[i] = batches[i].ok ? batches[i].replies : NULL;
 	return nok;
@@ -744,7 +744,7 @@ rl_run_all(int n, const RLEval *evals, RLReply ***replies)
 	}
 	if (nbatches == 0)
 		return nok;
-	(void) rl_exec_parallel(nbatches, batches, rl_command_deadline());
+	(void) rl_exec_parallel(nbatches, batches, rl_command_deadline(), nbatches);
 	for (int bi = 0; bi < nbatches; bi++)
 	{
 		int			node = batches[bi].conn - redlock_cmd;

@@ -76,6 +76,20 @@ like($err // '', qr/127\.0\.0\.1:\d+: Connection refused/, '... and naming the f
 is($a->query("SELECT count(*) FROM redis_locks WHERE name = 'rl:k'"), 0, 'nothing is recorded as held');
 $rl->restart_empty($_) for 2 .. 4;
 
+# --- a silent master (SIGSTOP) does not hold up the others -------------------
+# With a 10 min command timeout, waiting for it would run into the statement
+# timeout; once a majority answered, a straggler only gets a short grace.
+$rl->node(1)->pause;
+$b->query("SET redislock.command_timeout = '10min'");
+$b->query("SET statement_timeout = '60s'");
+($v, $err, $state) = $b->try("SELECT redis_lock_acquire('rl:p', '0', '1 min')");
+is($v, 't', 'with one master silent, acquisition completes on the others') or diag($err);
+($v, $err, $state) = $b->try("SELECT redis_lock_release('rl:p')");
+is($v, 't', '... and so does the release') or diag($err);
+$rl->node(1)->resume;
+$b->query('RESET redislock.command_timeout');
+$b->query('RESET statement_timeout');
+
 # --- the watchdog keeps a majority and restores lost holds -----------------
 is($a->query("SELECT redis_lock_acquire('rl:w')"), 't', 'A takes rl:w in watchdog mode (3 s lease)');
 $rl->restart_empty(0);
