@@ -66,7 +66,7 @@ sub pgbench
 		'-c', $clients, '-j', $jobs, '-T', $secs,
 		'-f', $script, '-h', $node->host, '-p', $node->port, 'postgres');
 	my ($out, $err) = run_cmd(\@cmd, env => $opt{env}, timeout => $secs * 4 + 120);
-	my %r = (cmd => join(' ', 'pgbench', @cmd[1 .. $#cmd - 5], '-f', ($script =~ s{.*/}{}r)), out => $out);
+	my %r = (cmd => join(' ', 'pgbench', @cmd[1 .. $#cmd - 7], '-f', ($script =~ s{.*/}{}r)), out => $out);
 	($r{tps}) = $out =~ /^tps = ([\d.]+)/m or croak "no tps in pgbench output:\n$out$err";
 	($r{lat_ms}) = $out =~ /^latency average = ([\d.]+) ms/m;
 	($r{xacts}) = $out =~ /^number of transactions actually processed: (\d+)/m;
