@@ -321,13 +321,14 @@ each must equal $loop_n / $loop_n / 0):
 
 - Round trips. A single-node pair is two round trips: the acquire script,
   then the release script (measured: @{[ $f2->($L{single}{rounds}) ]} rounds single, @{[ $f2->($L{cluster}{rounds}) ]} cluster,
-  where a lock lives on one master and costs the same two). A fresh Redlock
-  acquisition is two rounds, each sent to all masters at once and waited for
-  together: acquire on every master, then the commit of the fencing token;
-  the release is one more round. So a Redlock pair is three parallel rounds
+  where a lock lives on one master and costs the same two). A Redlock pair
+  is also two rounds, each sent to all masters at once and waited for
+  together: acquire on every master, then release on every master. (A fresh
+  acquisition needs a third round, writing the fencing token back, only
+  when the granting masters' counters were not in step; here they are.)
   (measured: @{[ $f2->($L{redlock3}{rounds}) ]} for 3 masters, @{[ $f2->($L{redlock5}{rounds}) ]} for 5; @{[ $f2->($L{redlock3}{evalsha}) ]} and @{[ $f2->($L{redlock5}{evalsha}) ]} EVALSHA per
   pair). If a round over N masters cost what one round trip costs, Redlock
-  would take 1.5× single.
+  would take as long as single.
 - Measured, in one backend: cluster @{[ $f2->($L{cluster}{us} / $Ls->{us}) ]}× single, redlock3 **@{[ $f2->($r3s) ]}×** single,
   redlock5 **@{[ $f2->($r5s) ]}×** single; per round @{[ $f1->($rnd->('single')) ]} µs single,
   @{[ $f1->($rnd->('redlock3')) ]} µs over 3 masters, @{[ $f1->($rnd->('redlock5')) ]} µs over 5. pgbench at 1 client:

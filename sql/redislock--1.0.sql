@@ -117,7 +117,8 @@ CREATE FUNCTION redis_locks(OUT pid integer,
                             OUT acquired_at timestamptz,
                             OUT renewed_at timestamptz,
                             OUT state text,
-                            OUT owner_id text)
+                            OUT owner_id text,
+                            OUT masters text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'redis_locks'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -128,7 +129,7 @@ COMMENT ON FUNCTION redis_locks() IS
 CREATE VIEW redis_locks AS SELECT * FROM redis_locks();
 
 COMMENT ON VIEW redis_locks IS
-'every Redis lock held by a session of this server: pid, name, scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing), owner id';
+'every Redis lock held by a session of this server: pid, name, scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
 
 CREATE FUNCTION redis_lock_stats(OUT acquires bigint,
                                  OUT reentries bigint,
@@ -140,7 +141,8 @@ CREATE FUNCTION redis_lock_stats(OUT acquires bigint,
                                  OUT renewal_failures bigint,
                                  OUT lost_locks bigint,
                                  OUT worker_released bigint,
-                                 OUT redis_errors bigint)
+                                 OUT redis_errors bigint,
+                                 OUT mode text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'redis_lock_stats'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -151,6 +153,6 @@ COMMENT ON FUNCTION redis_lock_stats() IS
 CREATE VIEW redis_lock_stats AS SELECT * FROM redis_lock_stats();
 
 COMMENT ON VIEW redis_lock_stats IS
-'redislock counters since server start: fresh acquisitions, reentries, waits and total wait time, waits that ended without the lock, releases, watchdog renewals and failed renewals, locks found lost, locks the worker released for ended sessions, Redis errors';
+'redislock counters since server start: fresh acquisitions, reentries, waits and total wait time, waits that ended without the lock, releases, watchdog renewals and failed renewals, locks found lost, locks the worker released for ended sessions, Redis errors; and the mode in use (single, sentinel, cluster or redlock)';
 
 GRANT SELECT ON redis_locks, redis_lock_stats TO PUBLIC;

@@ -15,6 +15,9 @@ SELECT name, scope, hold_count FROM redis_locks ORDER BY name;
 SELECT redis_lock_release_all();
 SELECT count(*) AS still_listed FROM redis_locks WHERE pid = pg_backend_pid();
 
+-- The mode the settings select.
+SELECT mode FROM redis_lock_stats;
+
 -- Counters move with what sessions do.
 SELECT acquires AS a0, reentries AS e0, releases AS r0, timeouts AS t0
 FROM redis_lock_stats \gset

@@ -48,6 +48,7 @@ typedef struct LocalLock
 	TimestampTz acquired_at;
 	int			slot;			/* in the shared registry, -1 if none */
 	uint32		generation;		/* of that slot */
+	int			masters;		/* Redlock: masters that granted it */
 } LocalLock;
 
 /* One transaction-scope hold and the subtransaction that took it. */
@@ -65,6 +66,7 @@ typedef struct Attempt
 	int64		token;
 	int64		pttl;			/* holder's remaining lease, -1/-2 as PTTL */
 	bool		head;			/* first in the fair queue */
+	int			masters;		/* Redlock: masters that granted it */
 } Attempt;
 
 static HTAB *local_locks = NULL;
@@ -210,6 +212,7 @@ publish(LocalLock *ll, bool fresh, bool renewed)
 	info.acquired_at = ll->acquired_at;
 	info.fresh = fresh;
 	info.renewed = renewed;
+	info.masters = (int16) ll->masters;
 	rl_registry_publish(ll->slot, &info);
 }
 
@@ -584,11 +587,13 @@ is_acquire_reply(const RLReply *r)
 }
 
 /*
- * Hands out the fencing token of a fresh Redlock acquisition: one above
- * every counter of the majority that granted it, written back to every
- * master that has less. The previous holder wrote its token to a majority
- * too, and two majorities overlap, so tokens strictly increase from holder
- * to holder as long as no master of that overlap lost its data in between.
+ * Commits the fencing token of a fresh Redlock acquisition: the largest
+ * counter of the majority that granted it, written back to every master
+ * that has less. The previous holder left its token on a majority too, and
+ * two majorities overlap, so tokens strictly increase from holder to holder
+ * as long as no master of that overlap lost its data in between. When a
+ * majority already returned that very value (counters in step, the usual
+ * case) it is on a majority already and this round trip is skipped.
  */
 static bool
 commit_token(LocalLock *ll, int64 token)
@@ -650,6 +655,7 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	int64	   *pttls = palloc(sizeof(int64) * nnodes);
 	TimestampTz start = GetCurrentTimestamp();
 	int			granted = 0;
+	int			at_token = 0;
 	int			held_before = 0;
 	int			nrefused = 0;
 	int			nfree = 0;
@@ -688,6 +694,10 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 		if (r->element[0]->integer == 1)
 		{
 			granted++;
+			if (r->element[1]->integer > token)
+				at_token = 0;
+			if (r->element[1]->integer >= token)
+				at_token++;
 			token = Max(token, r->element[1]->integer);
 			held_before += (r->elements > 2 && r->element[2]->integer == 0) ? 1 : 0;
 		}
@@ -699,10 +709,11 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	memset(out, 0, sizeof(*out));
 	out->fresh = held_before < rl_redlock_quorum();
 	if (granted >= rl_redlock_quorum() &&
-		(!out->fresh || commit_token(ll, token)) &&
+		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token)) &&
 		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
 	{
 		out->acquired = true;
+		out->masters = granted;
 		out->token = out->fresh ? token : ll->token;
 		set_flags(ll, false, false);
 		return;
@@ -952,6 +963,7 @@ record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 		ll->watchdog = false;
 	}
 	ll->lease_ms = lease_ms;
+	ll->masters = a->masters;
 	ll->watchdog |= (req->lease_ms == 0);
 	ll->fair = req->fair;
 	if (req->scope == RL_SCOPE_XACT)

@@ -188,7 +188,10 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 	s->token = info->token;
 	s->acquired_at = info->acquired_at;
 	if (info->renewed)
+	{
 		s->renewed_at = GetCurrentTimestamp();
+		s->masters = info->masters;
+	}
 	if (info->fresh || (s->state != RL_SLOT_LOST && info->session_holds + info->xact_holds > 0))
 		s->state = RL_SLOT_HELD;
 	else if (s->state != RL_SLOT_LOST)
@@ -270,13 +273,16 @@ rl_registry_mark_lost(int index, uint32 generation)
 }
 
 void
-rl_registry_renewed(int index, uint32 generation, TimestampTz when)
+rl_registry_renewed(int index, uint32 generation, TimestampTz when, int masters)
 {
 	RLSlot	   *s = &shared->slots[index];
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (s->generation == generation && s->state == RL_SLOT_HELD)
+	{
 		s->renewed_at = when;
+		s->masters = (int16) masters;
+	}
 	LWLockRelease(shared->lock);
 }
 

@@ -38,6 +38,7 @@ typedef struct RLSlot
 	int64		token;
 	TimestampTz acquired_at;
 	TimestampTz renewed_at;		/* last time Redis got the full lease */
+	int16		masters;		/* Redlock: masters that had the hold then */
 	char		owner[RL_OWNER_MAX];
 	char		name[RL_NAME_MAX + 1];
 	int			next_free;
@@ -71,6 +72,7 @@ typedef struct RLSlotInfo
 	TimestampTz acquired_at;
 	bool		fresh;			/* just taken anew: held again even if lost */
 	bool		renewed;		/* Redis just got the full lease */
+	int16		masters;		/* Redlock: masters that granted it */
 } RLSlotInfo;
 
 /* A copy of one slot, taken under the lock, for the worker and views. */
@@ -94,7 +96,8 @@ extern void rl_registry_free(int index);
 extern void rl_registry_orphan(int index);
 extern bool rl_registry_is_lost(int index);
 extern bool rl_registry_mark_lost(int index, uint32 generation);
-extern void rl_registry_renewed(int index, uint32 generation, TimestampTz when);
+extern void rl_registry_renewed(int index, uint32 generation, TimestampTz when,
+								int masters);
 
 extern int	rl_registry_snapshot(RLSlotCopy **copies);
 extern void rl_registry_set_worker(Latch *latch);

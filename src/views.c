@@ -13,11 +13,12 @@
 #include "utils/timestamp.h"
 
 #include "registry.h"
+#include "route.h"
 
 PG_FUNCTION_INFO_V1(redis_locks);
 PG_FUNCTION_INFO_V1(redis_lock_stats);
 
-#define LOCKS_COLS 12
+#define LOCKS_COLS 13
 
 static void
 require_preload(void)
@@ -92,6 +93,11 @@ redis_locks(PG_FUNCTION_ARGS)
 		values[9] = TimestampTzGetDatum(s->renewed_at);
 		values[10] = CStringGetTextDatum(state_text(s, now));
 		values[11] = CStringGetTextDatum(s->owner);
+		if (s->masters > 0 && rl_mode() == RL_MODE_REDLOCK)
+			values[12] = CStringGetTextDatum(psprintf("%d/%d", s->masters,
+													  rl_redlock_size()));
+		else
+			nulls[12] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -101,13 +107,15 @@ Datum
 redis_lock_stats(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[RL_STAT_COUNT];
-	bool		nulls[RL_STAT_COUNT] = {false};
+	Datum		values[RL_STAT_COUNT + 1];
+	bool		nulls[RL_STAT_COUNT + 1] = {false};
 
 	require_preload();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	for (int i = 0; i < RL_STAT_COUNT; i++)
 		values[i] = Int64GetDatum((int64) rl_stat_get((RLStat) i));
+	/* the deployment these settings describe, as redis_lock_status() says */
+	values[RL_STAT_COUNT] = CStringGetTextDatum(rl_mode_name());
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

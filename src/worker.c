@@ -81,11 +81,12 @@ note_redis(bool ok)
  * majority, which must come from holds that never lapsed.
  */
 static bool
-renew_where_held(int n, const RLEval *evals, RLReply **replies)
+renew_where_held(int n, const RLEval *evals, RLReply **replies, int *masters)
 {
 	int			nnodes;
 	RLReply  ***per;
 
+	memset(masters, 0, sizeof(int) * n);
 	if (rl_mode() != RL_MODE_REDLOCK)
 		return rl_run(n, evals, replies);
 	nnodes = rl_redlock_size();
@@ -111,6 +112,7 @@ renew_where_held(int n, const RLEval *evals, RLReply **replies)
 		replies[i] = palloc0(sizeof(RLReply));
 		replies[i]->type = REDIS_REPLY_INTEGER;
 		replies[i]->integer = votes >= rl_redlock_quorum() ? 1 : 0;
+		masters[i] = votes;
 	}
 	return true;
 }
@@ -148,13 +150,14 @@ renew_batch(RLSlotCopy **items, int n)
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
+	int		   *masters = palloc(sizeof(int) * n);
 	TimestampTz sent = GetCurrentTimestamp();
 
 	for (int i = 0; i < n; i++)
 		rl_renew_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner,
 					  items[i]->slot.lease_ms,
 					  items[i]->slot.session_holds + items[i]->slot.xact_holds);
-	if (!renew_where_held(n, evals, replies))
+	if (!renew_where_held(n, evals, replies, masters))
 	{
 		rl_stat_add(RL_STAT_RENEWAL_FAILURES, n);
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
@@ -175,7 +178,7 @@ renew_batch(RLSlotCopy **items, int n)
 			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
 		else if (replies[i]->integer == 1)
 		{
-			rl_registry_renewed(items[i]->index, s->generation, sent);
+			rl_registry_renewed(items[i]->index, s->generation, sent, masters[i]);
 			rl_stat_add(RL_STAT_RENEWALS, 1);
 		}
 		else if (rl_registry_mark_lost(items[i]->index, s->generation))

@@ -24,6 +24,8 @@ my $owner_a = $a->query('SELECT redis_lock_owner_id()');
 # --- a majority, on every master at once ------------------------------------
 is($a->query("SELECT redis_lock_acquire('rl:a', '0', '1 min')"), 't', 'A acquires over 5 masters');
 is($rl->holders('rl:a'), 5, 'the hold is on all 5 masters');
+is($a->query("SELECT masters FROM redis_locks WHERE name = 'rl:a'"), '5/5', 'redis_locks: held on 5/5 masters');
+is($a->query('SELECT mode FROM redis_lock_stats'), 'redlock', 'redis_lock_stats names the mode');
 is($a->query("SELECT mode FROM redis_lock_status('rl:a')"), 'redlock', 'status names the mode');
 is($a->query("SELECT held_by_me FROM redis_lock_status('rl:a')"), 't', 'status: held by A');
 is($a->query("SELECT count(*) FROM redis_lock_nodes('rl:a') WHERE locked AND error IS NULL"), 5,
@@ -97,6 +99,8 @@ $rl->restart_empty(1);
 until_ok('the watchdog restores the hold on the masters restarted empty',
 	sub { $rl->holders('rl:w') == 5 });
 is($a->query("SELECT state FROM redis_locks WHERE name = 'rl:w'"), 'held', 'rl:w is still held');
+until_ok('redis_locks shows the hold on 5/5 masters again',
+	sub { $a->query("SELECT masters FROM redis_locks WHERE name = 'rl:w'") eq '5/5' });
 is($b->query("SELECT redis_lock_acquire('rl:w', '0', '1 min')"), 'f', 'and still excludes B');
 
 # three masters losing it: below a majority, the lock is lost (they are all

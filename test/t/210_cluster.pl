@@ -37,6 +37,7 @@ for my $i (1 .. 60)
 is(scalar(keys %on), 3, 'they live on all 3 masters');
 is($misplaced // 0, 0, 'each on the master serving its slot');
 is($a->query("SELECT mode FROM redis_lock_status('cl:7')"), 'cluster', 'status names the mode');
+is($a->query('SELECT mode FROM redis_lock_stats'), 'cluster', 'redis_lock_stats names the mode');
 is($a->query("SELECT held_by_me FROM redis_lock_status('cl:7')"), 't', 'status finds the lock');
 is($a->query('SELECT redis_lock_release_all()'), 60, 'all released, one pipeline per node');
 is(scalar(grep { $cl->node_for_key("cl:$_")->cli('EXISTS', "cl:$_") } 1 .. 60), 0, 'none left');
