@@ -947,17 +947,26 @@ discover_master(RLConn *c, TimestampTz until)
 	for (int i = 0; i < nsentinels; i++)
 	{
 		int			k = (sentinel_first + i) % nsentinels;
-		RLCommand	cmd;
+		RLCommand	cmds[2];
+		RLReply    *replies[2];
 		RLReply    *r;
+		int			n = 0;
 		TimestampTz one = Min(until, after_ms(Max(rl_connect_timeout / nsentinels, 200)));
 
-		memset(&cmd, 0, sizeof(cmd));
-		rl_set_arg(&cmd, "SENTINEL", 8);
-		rl_set_arg(&cmd, "get-master-addr-by-name", 23);
-		rl_set_arg(&cmd, rl_sentinel_master, strlen(rl_sentinel_master));
+		memset(cmds, 0, sizeof(cmds));
+		if (rl_sentinel_password && rl_sentinel_password[0] != '\0')
+		{
+			rl_set_arg(&cmds[n], "AUTH", 4);
+			rl_set_arg(&cmds[n], rl_sentinel_password, strlen(rl_sentinel_password));
+			n++;
+		}
+		rl_set_arg(&cmds[n], "SENTINEL", 8);
+		rl_set_arg(&cmds[n], "get-master-addr-by-name", 23);
+		rl_set_arg(&cmds[n], rl_sentinel_master, strlen(rl_sentinel_master));
+		n++;
 		probe.node = sentinels[k];
 		if (!connect_socket(&probe, &sentinels[k], NULL, one) ||
-			!round_trip(&probe, 1, &cmd, &r, one))
+			!round_trip(&probe, n, cmds, replies, one))
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s: %s",
 					 sentinels[k].desc, probe.errmsg);
@@ -965,6 +974,19 @@ discover_master(RLConn *c, TimestampTz until)
 			continue;
 		}
 		rl_disconnect(&probe);
+		if (n == 2 && replies[0]->type == REDIS_REPLY_ERROR)
+		{
+			snprintf(problem, sizeof(problem), "sentinel %s refused the password: %s",
+					 sentinels[k].desc, replies[0]->str);
+			continue;
+		}
+		r = replies[n - 1];
+		if (r->type == REDIS_REPLY_ERROR)
+		{
+			snprintf(problem, sizeof(problem), "sentinel %s: %s",
+					 sentinels[k].desc, r->str);
+			continue;
+		}
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
 			r->element[0]->type == REDIS_REPLY_STRING &&
 			r->element[1]->type == REDIS_REPLY_STRING &&

@@ -28,6 +28,7 @@ char	   *rl_url = NULL;
 char	   *rl_password = NULL;
 char	   *rl_sentinels = NULL;
 char	   *rl_sentinel_master = NULL;
+char	   *rl_sentinel_password = NULL;
 char	   *rl_cluster_nodes = NULL;
 char	   *rl_redlock_nodes = NULL;
 int			rl_cluster_pubsub = RL_PUBSUB_SHARDED;
@@ -152,6 +153,7 @@ mentions_secret(const char *text)
 {
 	return text != NULL &&
 		(strstr(text, "redislock.password") != NULL ||
+		 strstr(text, "redislock.sentinel_password") != NULL ||
 		 (strstr(text, "redislock.url") != NULL && strchr(text, '@') != NULL));
 }
 
@@ -165,8 +167,10 @@ static void
 redact_secrets(ErrorData *edata)
 {
 	if (mentions_secret(edata->message))
-		edata->message = mask_quoted_after(mask_url_passwords(edata->message),
-										   "redislock.password");
+		edata->message =
+			mask_quoted_after(mask_quoted_after(mask_url_passwords(edata->message),
+												"redislock.password"),
+							  "redislock.sentinel_password");
 	if (mentions_secret(debug_query_string))
 		edata->hide_stmt = true;
 	if (prev_emit_log_hook)
@@ -223,6 +227,14 @@ define_settings(void)
 							   "mymaster",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY,
+							   NULL, assign_connection_setting, NULL);
+	DefineCustomStringVariable("redislock.sentinel_password",
+							   "Password of the Redis Sentinels (their requirepass).",
+							   NULL,
+							   &rl_sentinel_password,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, assign_connection_setting, NULL);
 	DefineCustomStringVariable("redislock.cluster_nodes",
 							   "Seed nodes of a Redis Cluster, as host:port,host:port,...",

@@ -23,6 +23,7 @@ extern char *rl_url;
 extern char *rl_password;
 extern char *rl_sentinels;
 extern char *rl_sentinel_master;
+extern char *rl_sentinel_password;
 extern char *rl_cluster_nodes;
 extern char *rl_redlock_nodes;
 extern int	rl_cluster_pubsub;

@@ -440,6 +440,8 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 				rl_cmd_conn.failure = RLF_CLUSTER;
 				next[left++] = *pd;
 				*retry_later = true;
+				if (r->str[0] == 'C')
+					map_loaded = false;
 			}
 			else
 				replies[pd->index] = r;

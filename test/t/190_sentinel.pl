@@ -12,8 +12,11 @@ my $replica = RedisLockTest::Redis->new(extra => ['replicaof 127.0.0.1 ' . $mast
 until_ok('the replica is in sync', sub {
     $replica->cli('INFO', 'replication') =~ /master_link_status:up/ });
 
+# The sentinels require a password (requirepass, and sentinel-pass among
+# themselves): redislock.sentinel_password.
 my @sentinels = map {
-    RedisLockTest::Redis->new(sentinel => 1, extra => [
+    RedisLockTest::Redis->new(sentinel => 1, requirepass => 'sent-secret', extra => [
+        'sentinel sentinel-pass sent-secret',
         'sentinel monitor m 127.0.0.1 ' . $master->port . ' 2',
         'sentinel down-after-milliseconds m 1000',
         'sentinel failover-timeout m 4000',
@@ -29,6 +32,7 @@ my $list = join ',', map { '127.0.0.1:' . $_->port } @sentinels;
 my $node = RedisLockTest::node('sentinel', $master,
     'redislock.sentinels' => $list,
     'redislock.sentinel_master' => 'm',
+    'redislock.sentinel_password' => 'sent-secret',
     'redislock.watchdog_timeout' => '3s',
     'redislock.command_timeout' => '15s');
 
@@ -52,6 +56,15 @@ $c->query("SET redislock.sentinels = '127.0.0.1:1'");
 is($state, '08001', 'no sentinel reachable: 08001');
 like($err // '', qr/sentinel 127\.0\.0\.1:1/, '... naming the sentinel');
 $c->query('RESET redislock.sentinels');
+
+# a wrong sentinel password: a clear error that does not show it
+$c->query("SET redislock.sentinel_password = 'wrong-sent'");
+(undef, $err, $state) = $c->try("SELECT redis_lock_acquire('st:x', '0')");
+is($state, '08001', 'wrong sentinel password: 08001');
+like($err // '', qr/refused the password/, '... saying the sentinel refused it');
+unlike($err // '', qr/wrong-sent/, '... without showing it');
+unlike(slurp($node->logfile), qr/wrong-sent|sent-secret/, 'no sentinel password in the server log');
+$c->query('RESET redislock.sentinel_password');
 
 # a bad list is refused when set
 (undef, $err, $state) = $c->try("SET redislock.sentinels = '127.0.0.1'");
@@ -86,6 +99,31 @@ is($c->query("SELECT redis_lock_acquire('st:new', '0', '1 min')"), 't', 'new acq
 is($replica->cli('EXISTS', 'st:new'), 1, '... and land there');
 is($a->query("SELECT redis_lock_release('st:held')"), 't', 'A releases st:held');
 is($replica->cli('EXISTS', 'st:held'), 0, '... gone from the new master');
+
+# --- a failover that loses a lock (no sync_replicas) ---------------------------
+# The old master comes back as a replica of the new one. A takes st:lost
+# without replica confirmation; the hold is then removed from the replica
+# only (made writable for that), which is what a failover before
+# replication loses. After the next failover the watchdog finds the hold
+# gone: the lock is reported lost and the commit guard stops the commit.
+$master->start;
+until_ok('the old master is a replica of the new one, in sync', sub {
+    $master->cli('INFO', 'replication') =~ /master_link_status:up/ });
+$a->query('SET redislock.sync_replicas = 0');
+is($a->query("SELECT redis_lock_acquire('st:lost')"), 't', 'A holds st:lost (watchdog), not confirmed by replicas');
+until_ok('the replica has it', sub { $master->cli('HEXISTS', 'st:lost', $owner_a) == 1 });
+$master->cli('CONFIG', 'SET', 'replica-read-only', 'no');
+is($master->cli('DEL', 'st:lost'), 1, 'the hold is taken off the replica only');
+$replica->kill9;
+until_ok('a sentinel names the old master again', sub {
+    my @addr = $sentinels[1]->cli('SENTINEL', 'get-master-addr-by-name', 'm');
+    ($addr[1] // '') eq $master->port
+});
+until_ok('the watchdog reports st:lost as lost', sub {
+    $a->query("SELECT state FROM redis_locks WHERE name = 'st:lost'") eq 'lost' });
+my (undef, $gerr, $gstate) = $a->try('CREATE TABLE st_guard(i int)');
+is($gstate, '55P03', 'the commit guard stops a writing transaction under the lost lock');
+is($c->query("SELECT redis_lock_acquire('st:lost', '0', '1 min')"), 't', 'another session can take it now');
 no_crash_ok($node, 'sentinel');
 
 done_testing();

@@ -181,5 +181,15 @@ is($a->query("SELECT state FROM redis_locks WHERE name = 'cl:f'"), 'held', 'and 
 is($a->query("SELECT redis_lock_release('cl:f')"), 't', 'A releases');
 is($b->query("SELECT redis_lock_acquire('cl:f', '0', '1 min')"), 't', 'then B acquires');
 
+# --- a slot no master serves: a clear error within the command timeout -------
+my $gone = $cl->slot_of('cl:gone');
+my $owner = $cl->owner_of_slot($gone);
+is($owner->cli('CLUSTER', 'DELSLOTS', $gone), 'OK', "slot $gone is taken from its master");
+$c->query("SET redislock.command_timeout = '2s'");
+(undef, $err, $state) = $c->try("SELECT redis_lock_acquire('cl:gone', '0', '1 min')");
+is($state, '08006', 'an unserved slot: 08006');
+like($err // '', qr/hash slot $gone (is not served by any node|.*CLUSTERDOWN)/, '... naming the slot')
+  or diag($err);
+
 no_crash_ok($node, 'cluster');
 done_testing();
