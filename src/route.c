@@ -227,7 +227,7 @@ load_slots(int i, const RLReply *r)
 
 /*
  * Loads the slot map, asking the nodes we know and then the seeds of
- * redislock.cluster_nodes until one answers. In the same round trip we learn
+ * redislock.cluster_nodes until one answers or command_timeout has passed. In the same round trip we learn
  * whether the cluster has sharded pub/sub (Redis 7).
  */
 static bool
@@ -238,6 +238,7 @@ refresh_map(void)
 	int			nseeds;
 	const char *problem;
 	RLCommand	cmds[2];
+	TimestampTz until = rl_command_deadline();
 
 	if (!rl_config(&mode, &seeds, &nseeds, &problem))
 		return fail_cluster(RLF_CONFIG, "%s", problem);
@@ -252,7 +253,7 @@ refresh_map(void)
 	rl_set_arg(&cmds[1], "INFO", 4);
 	rl_set_arg(&cmds[1], "SPUBLISH", 8);
 	rl_cmd_conn.failure = RLF_NONE;
-	for (int i = 0; i < ncluster_nodes; i++)
+	for (int i = 0; i < ncluster_nodes && GetCurrentTimestamp() < until; i++)
 	{
 		RLConn	   *c = cluster_nodes[i];
 		RLReply    *replies[2];

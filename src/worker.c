@@ -74,6 +74,25 @@ note_redis(bool ok)
 	redis_unreachable = !ok;
 }
 
+/* Says in rl_cmd_conn which Redlock master failed; returns false. */
+static bool
+no_majority(RLReply ***per)
+{
+	snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
+			 "fewer than %d of %d redlock masters answered",
+			 rl_redlock_quorum(), rl_redlock_size());
+	for (int node = 0; node < rl_redlock_size(); node++)
+		if (per[node] == NULL)
+		{
+			snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
+					 "fewer than %d of %d redlock masters answered, e.g. %s",
+					 rl_redlock_quorum(), rl_redlock_size(),
+					 rl_redlock_conn(node)->errmsg);
+			break;
+		}
+	return false;
+}
+
 /*
  * Runs renewals where the locks live. With Redlock a lock stays held when
  * a majority of masters still had it (renew.lua's 1); masters that lost it
@@ -92,15 +111,7 @@ renew_where_held(int n, const RLEval *evals, RLReply **replies, int *masters)
 	nnodes = rl_redlock_size();
 	per = palloc0(sizeof(RLReply **) * nnodes);
 	if (rl_run_all(n, evals, per) < rl_redlock_quorum())
-	{
-		strlcpy(rl_cmd_conn.errmsg, "fewer than a majority of the redlock masters answered",
-				sizeof(rl_cmd_conn.errmsg));
-		for (int node = 0; node < nnodes; node++)
-			if (per[node] == NULL)
-				strlcpy(rl_cmd_conn.errmsg, rl_redlock_conn(node)->errmsg,
-						sizeof(rl_cmd_conn.errmsg));
-		return false;
-	}
+		return no_majority(per);
 	for (int i = 0; i < n; i++)
 	{
 		int			votes = 0;
@@ -132,7 +143,7 @@ release_where_held(int n, const RLEval *evals, RLReply **replies)
 	nnodes = rl_redlock_size();
 	per = palloc0(sizeof(RLReply **) * nnodes);
 	if (rl_run_all(n, evals, per) < rl_redlock_quorum())
-		return false;
+		return no_majority(per);
 	for (int i = 0; i < n; i++)
 	{
 		replies[i] = palloc0(sizeof(RLReply));
