@@ -20,6 +20,8 @@
 #      EVALSHA of lua/acquire.lua and lua/release.lua, as µs per request;
 #      the loop's µs per pair is also given in those round trips.
 # Reported as ratios measured in the same run; nothing is asserted.
+# (All servers are local here, so their CPU, not round trips, sets the
+# cost; bench/modes_rtt.pl repeats the loop behind an emulated network delay.)
 #
 # Environment (besides bench/BenchLib.pm's REDISLOCK_BENCH_SECONDS and
 # REDISLOCK_BENCH_SCALE; defaults take about 1.5 minutes):

@@ -14,7 +14,7 @@ use Test::More;
 my $cl = RedisLockTest::Cluster->new(masters => 3, replicas => 1);
 my @seeds = $cl->masters;
 my $node = RedisLockTest::node('cluster', undef,
-	'redislock.cluster_nodes' => '127.0.0.1:' . $seeds[0]->port,
+	'redislock.cluster_nodes' => $cl->seeds,
 	'redislock.watchdog_timeout' => '3s',
 	'redislock.command_timeout' => '20s',
 	'max_connections' => '30');
@@ -25,6 +25,8 @@ my $owner_a = $a->query('SELECT redis_lock_owner_id()');
 my $LONG = 60000;
 
 # --- locks spread over the slots, each on the master that serves it -----------
+# (from one seed node: the rest of the cluster is found through it)
+$a->query("SET redislock.cluster_nodes = '127.0.0.1:" . $seeds[0]->port . "'");
 is($a->query("SELECT count(*) FILTER (WHERE redis_lock_acquire('cl:' || i, '0', '1 min')) FROM generate_series(1, 60) i"),
 	60, '60 locks acquired from one seed node');
 my (%on, $misplaced);
@@ -40,6 +42,7 @@ is($a->query("SELECT mode FROM redis_lock_status('cl:7')"), 'cluster', 'status n
 is($a->query('SELECT mode FROM redis_lock_stats'), 'cluster', 'redis_lock_stats names the mode');
 is($a->query("SELECT held_by_me FROM redis_lock_status('cl:7')"), 't', 'status finds the lock');
 is($a->query('SELECT redis_lock_release_all()'), 60, 'all released, one pipeline per node');
+$a->query('RESET redislock.cluster_nodes');
 is(scalar(grep { $cl->node_for_key("cl:$_")->cli('EXISTS', "cl:$_") } 1 .. 60), 0, 'none left');
 
 # --- waits: sharded pub/sub on the slot's master --------------------------------
