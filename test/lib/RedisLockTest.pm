@@ -69,7 +69,7 @@ for my $sig (qw(INT TERM HUP))
 }
 
 use Exporter qw(import);
-our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats sql_literal);
+our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats sql_literal counter_run);
 
 # Bound for things that should happen "at once", in seconds; a test may raise it.
 our $WAIT = 60;
@@ -272,6 +272,13 @@ A test that the node's server log shows no crashed process, TRAP or PANIC.
 
 The redis_lock_stats row as a hash reference.
 
+=item counter_run($node, $lock, $sessions, $rounds)
+
+The mutual-exclusion check: $sessions sessions at once each run $rounds
+rounds of read, 1 ms sleep, write of one counter row, each round under
+redis_xact_lock_acquire($lock) and committed. Returns the final counter
+(exact only if the lock excluded) and the errors, "[SQLSTATE] message".
+
 =item sql_literal($bytes)
 
 An E'' SQL literal for a UTF-8 byte string (quotes, backslashes,
@@ -322,6 +329,42 @@ sub sql_literal
 	$s =~ s/'/\\'/g;
 	$s =~ s/\n/\\n/g;
 	return "E'$s'";
+}
+
+sub counter_run
+{
+	my ($node, $lock, $sessions, $rounds) = @_;
+	my $setup = RedisLockTest::Session->new($node);
+	$setup->query(<<'SQL');
+DROP TABLE IF EXISTS mutex_counter;
+CREATE TABLE mutex_counter(v int NOT NULL);
+INSERT INTO mutex_counter VALUES (0);
+CREATE OR REPLACE PROCEDURE mutex_bump(lock_name text, rounds int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    cur int;
+BEGIN
+    FOR i IN 1 .. rounds LOOP
+        PERFORM redis_xact_lock_acquire(lock_name);
+        SELECT v INTO cur FROM mutex_counter;
+        PERFORM pg_sleep(0.001);
+        UPDATE mutex_counter SET v = cur + 1;
+        COMMIT;
+    END LOOP;
+END $$;
+SQL
+	my @s = map { RedisLockTest::Session->new($node) } 1 .. $sessions;
+	$_->start('CALL mutex_bump(' . sql_literal($lock) . ", $rounds)") for @s;
+	my @errors;
+	for my $s (@s)
+	{
+		my ($v, $err, $state) = $s->finish(600);
+		push @errors, "[$state] $err" if defined $err;
+		$s->close;
+	}
+	my $v = $setup->query('SELECT v FROM mutex_counter');
+	$setup->close;
+	return ($v, @errors);
 }
 
 sub lock_stats

@@ -124,35 +124,11 @@ until_ok('the watchdog reports st:lost as lost', sub {
 my (undef, $gerr, $gstate) = $a->try('CREATE TABLE st_guard(i int)');
 is($gstate, '55P03', 'the commit guard stops a writing transaction under the lost lock');
 is($c->query("SELECT redis_lock_acquire('st:lost', '0', '1 min')"), 't', 'another session can take it now');
+
 # --- the mutual-exclusion counter, through the sentinels -------------------------
-my $setup = RedisLockTest::Session->new($node);
-$setup->query(<<'SQL');
-CREATE TABLE counter(v int NOT NULL);
-INSERT INTO counter VALUES (0);
-CREATE PROCEDURE bump(rounds int)
-LANGUAGE plpgsql AS $$
-DECLARE
-    cur int;
-BEGIN
-    FOR i IN 1 .. rounds LOOP
-        PERFORM redis_xact_lock_acquire('st:ctr');
-        SELECT v INTO cur FROM counter;
-        PERFORM pg_sleep(0.001);
-        UPDATE counter SET v = cur + 1;
-        COMMIT;
-    END LOOP;
-END $$;
-SQL
-my @s = map { RedisLockTest::Session->new($node) } 1 .. 4;
-$_->start('CALL bump(50)') for @s;
-my @errors;
-for my $s (@s)
-{
-    my ($r, $e, $st) = $s->finish(600);
-    push @errors, "[$st] $e" if defined $e;
-}
+my ($count, @errors) = counter_run($node, 'st:ctr', 4, 50);
 is(scalar(@errors), 0, 'counter run: no errors') or diag(join("\n", @errors));
-is($setup->query('SELECT v FROM counter'), 200, 'the counter is exact');
+is($count, 200, 'the counter is exact');
 
 no_crash_ok($node, 'sentinel');
 

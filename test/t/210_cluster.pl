@@ -141,34 +141,9 @@ is($state, '22023', 'cluster and redlock nodes both set: 22023');
 $c->query('RESET redislock.redlock_nodes');
 
 # --- the mutual-exclusion counter ------------------------------------------------
-my $setup = RedisLockTest::Session->new($node);
-$setup->query(<<'SQL');
-CREATE TABLE counter(v int NOT NULL);
-INSERT INTO counter VALUES (0);
-CREATE PROCEDURE bump(rounds int)
-LANGUAGE plpgsql AS $$
-DECLARE
-    cur int;
-BEGIN
-    FOR i IN 1 .. rounds LOOP
-        PERFORM redis_xact_lock_acquire('cl:ctr');
-        SELECT v INTO cur FROM counter;
-        PERFORM pg_sleep(0.001);
-        UPDATE counter SET v = cur + 1;
-        COMMIT;
-    END LOOP;
-END $$;
-SQL
-my @s = map { RedisLockTest::Session->new($node) } 1 .. 4;
-$_->start('CALL bump(60)') for @s;
-my @errors;
-for my $s (@s)
-{
-	my ($r, $e, $st) = $s->finish(600);
-	push @errors, "[$st] $e" if defined $e;
-}
+my ($count, @errors) = counter_run($node, 'cl:ctr', 4, 60);
 is(scalar(@errors), 0, 'counter run: no errors') or diag(join("\n", @errors));
-is($setup->query('SELECT v FROM counter'), 240, 'the counter is exact');
+is($count, 240, 'the counter is exact');
 
 # --- a master fails over while a lock on it is held ---------------------------
 $a->query('SET redislock.sync_replicas = 1');
