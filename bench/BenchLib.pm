@@ -19,6 +19,56 @@ use Test::More ();
 
 our $PGBIN = '/usr/lib/postgresql/15/bin';
 
+# /proc/loadavg's 1, 5 and 15 minute load averages, as one string.
+sub loadavg
+{
+	open my $fh, '<', '/proc/loadavg' or return '?';
+	return join(' ', (split ' ', scalar <$fh>)[0 .. 2]);
+}
+
+# redislock's counters on a node: { acquires, releases, errors }.
+sub lock_counters
+{
+	my ($node) = @_;
+	my @v = split /\|/, $node->safe_psql('postgres',
+		'SELECT acquires, releases, redis_errors FROM redis_lock_stats');
+	return { acquires => $v[0], releases => $v[1], errors => $v[2] };
+}
+
+# Installs bench_pairs(name, n) on a node: n acquire (fixed 30 s lease) +
+# release pairs in one backend, no client round trips; returns µs per pair.
+sub install_pairs_loop
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', <<'SQL');
+CREATE FUNCTION bench_pairs(lockname text, n int) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE t0 timestamptz := clock_timestamp();
+BEGIN
+    FOR i IN 1 .. n LOOP
+        IF NOT redis_lock_acquire(lockname, '0', '30 s') THEN RAISE EXCEPTION 'not acquired'; END IF;
+        IF NOT redis_lock_release(lockname) THEN RAISE EXCEPTION 'not released'; END IF;
+    END LOOP;
+    RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6 / n;
+END $$;
+SQL
+}
+
+# Checks that a node is in the mode we think: while a session holds a probe
+# lock (a session's locks go when it ends), the mode redis_lock_status()
+# reports, and on how many of @servers the lock's hash is found ("2 of 5").
+# A cluster node that does not serve the key answers MOVED, not 1.
+sub probe_mode
+{
+	my ($node, $probe, @servers) = @_;
+	my $s = RedisLockTest::Session->new($node);
+	croak "$probe: not acquired" unless $s->query("SELECT redis_lock_acquire('$probe', '0', '30 s')") eq 't';
+	my $reported = $s->query("SELECT mode FROM redis_lock_status('$probe')");
+	my $found = grep { scalar($_->cli('EXISTS', $probe)) eq '1' } @servers;
+	croak "$probe: not released" unless $s->query("SELECT redis_lock_release('$probe')") eq 't';
+	$s->close;
+	return ($reported, sprintf('%d of %d', $found, scalar @servers));
+}
+
 # Progress lines: STDOUT goes to the test log (PostgreSQL::Test::Utils), so
 # these go through Test::More's diag to the terminal (and the log).
 sub progress { Test::More::diag(sprintf(shift, @_)); }

@@ -44,8 +44,7 @@ my $loop_n = int(($ENV{REDISLOCK_BENCH_MODES_LOOP} // 5000) * BenchLib::scale())
 my $rounds = $ENV{REDISLOCK_BENCH_ROUNDS} // 5;
 my $rb_requests = $ENV{REDISLOCK_BENCH_MODES_REQUESTS} // 20000;
 my $lua = "$FindBin::Bin/../lua";
-sub loadavg { open my $fh, '<', '/proc/loadavg' or return '?'; return join(' ', (split ' ', scalar <$fh>)[0 .. 2]); }
-my $load0 = loadavg();
+my $load0 = BenchLib::loadavg();
 
 # ---- the four deployments, each with its own PostgreSQL node
 my $single = RedisLockTest::Redis->new;
@@ -69,42 +68,13 @@ my %m = (
 			'redislock.redlock_nodes' => $rl5->list, 'max_connections' => 20) },
 );
 
-my $fn = <<'SQL';
-CREATE FUNCTION bench_pairs(lockname text, n int) RETURNS float8 LANGUAGE plpgsql AS $$
-DECLARE t0 timestamptz := clock_timestamp();
-BEGIN
-    FOR i IN 1 .. n LOOP
-        IF NOT redis_lock_acquire(lockname, '0', '30 s') THEN RAISE EXCEPTION 'not acquired'; END IF;
-        IF NOT redis_lock_release(lockname) THEN RAISE EXCEPTION 'not released'; END IF;
-    END LOOP;
-    RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6 / n;
-END $$;
-SQL
-
-sub stats
-{
-	my ($node) = @_;
-	my @v = split /\|/, $node->safe_psql('postgres',
-		'SELECT acquires, releases, redis_errors FROM redis_lock_stats');
-	return { acquires => $v[0], releases => $v[1], errors => $v[2] };
-}
-
-# Each node is in the mode we think: the mode it reports, and on how many of
-# its servers a held lock is found (looked at while the session holds it: a
-# session's locks go when it ends).
+# Each node is in the mode we think (see BenchLib::probe_mode).
 for my $mode (@modes)
 {
 	my $node = $m{$mode}{node};
-	$node->safe_psql('postgres', $fn);
-	my $probe = "bench:probe:$mode";
-	my $s = RedisLockTest::Session->new($node);
-	die "$mode: probe not acquired" unless $s->query("SELECT redis_lock_acquire('$probe', '0', '30 s')") eq 't';
-	$m{$mode}{reported} = $s->query("SELECT mode FROM redis_lock_status('$probe')");
-	# a cluster node that does not serve the key answers MOVED, not 1
-	my $found = grep { scalar($_->cli('EXISTS', $probe)) eq '1' } @{ $m{$mode}{servers} };
-	die "$mode: probe not released" unless $s->query("SELECT redis_lock_release('$probe')") eq 't';
-	$s->close;
-	$m{$mode}{found} = sprintf('%d of %d', $found, scalar @{ $m{$mode}{servers} });
+	BenchLib::install_pairs_loop($node);
+	($m{$mode}{reported}, $m{$mode}{found}) =
+	  BenchLib::probe_mode($node, "bench:probe:$mode", @{ $m{$mode}{servers} });
 	BenchLib::progress("%-8s mode %s, probe lock on %s servers", $mode, $m{$mode}{reported}, $m{$mode}{found});
 }
 
@@ -119,11 +89,11 @@ for my $c (@clients)
 	{
 		my $node = $m{$mode}{node};
 		my @srv = @{ $m{$mode}{servers} };
-		my $s0 = stats($node);
+		my $s0 = BenchLib::lock_counters($node);
 		my $cpu0 = sum(map { BenchLib::redis_cpu($_) } @srv);
 		my $r = BenchLib::pgbench($node, $script, $c);
 		my $cpu1 = sum(map { BenchLib::redis_cpu($_) } @srv);
-		my $s1 = stats($node);
+		my $s1 = BenchLib::lock_counters($node);
 		$r->{rcpu} = ($cpu1 - $cpu0) * 1e6 / ($r->{xacts} || 1);
 		$pgb{$mode}{$c} = $r;
 		$pcheck{$mode}{$c} = sprintf('%d / %d / %d / %d', $r->{xacts}, $s1->{acquires} - $s0->{acquires},
@@ -149,7 +119,7 @@ for my $round (1 .. $rounds)
 		my $s = $sess{$mode};
 		my $node = $m{$mode}{node};
 		my @srv = @{ $m{$mode}{servers} };
-		my $st0 = stats($node);
+		my $st0 = BenchLib::lock_counters($node);
 		my @k0 = map { BenchLib::commandstats($_) } @srv;
 		my $r0 = sum(map { BenchLib::redis_cpu($_) } @srv);
 		my $c0 = BenchLib::cpu_ns($s->pid);
@@ -157,7 +127,7 @@ for my $round (1 .. $rounds)
 		my $c1 = BenchLib::cpu_ns($s->pid);
 		my $r1 = sum(map { BenchLib::redis_cpu($_) } @srv);
 		my @k1 = map { BenchLib::commandstats($_) } @srv;
-		my $st1 = stats($node);
+		my $st1 = BenchLib::lock_counters($node);
 		my @ev = map { (BenchLib::commandstats_delta($k0[$_], $k1[$_])->{evalsha} // 0) } 0 .. $#srv;
 		my ($cpu, $rcpu) = (($c1 - $c0) / 1e3 / $loop_n, ($r1 - $r0) * 1e6 / $loop_n);
 		push @{ $loop{$mode} }, {
@@ -248,7 +218,7 @@ my $ncores = `nproc` =~ s/\s+//r;
 my $wait = sub { $L{$_[0]}{rounds} ? ($L{$_[0]}{us} - $L{$_[0]}{cpu}) / $L{$_[0]}{rounds} : 0 };
 my $floor = sub { ($L{$_[0]}{cpu} + $L{$_[0]}{rcpu}) / $ncores };
 
-my $load1 = loadavg();
+my $load1 = BenchLib::loadavg();
 my $node = $m{single}{node};
 open my $fh, '>', $out or die;
 print $fh <<"MD";

@@ -52,8 +52,7 @@ my $loop_n = int(($ENV{REDISLOCK_BENCH_RTT_LOOP} // int(1000 / max(1, $rtt_ms)))
 $loop_n = 50 if $loop_n < 50;
 my $rounds = $ENV{REDISLOCK_BENCH_ROUNDS} // 5;
 my $pings = $ENV{REDISLOCK_BENCH_RTT_PINGS} // 2000;
-sub loadavg { open my $fh, '<', '/proc/loadavg' or return '?'; return join(' ', (split ' ', scalar <$fh>)[0 .. 2]); }
-my $load0 = loadavg();
+my $load0 = BenchLib::loadavg();
 
 # ---- servers, and a proxy port in front of each
 my $single = RedisLockTest::Redis->new;
@@ -112,39 +111,13 @@ my %m = (
 			'redislock.redlock_nodes' => $via->($rl5->nodes), 'max_connections' => 20) },
 );
 
-my $fn = <<'SQL';
-CREATE FUNCTION bench_pairs(lockname text, n int) RETURNS float8 LANGUAGE plpgsql AS $$
-DECLARE t0 timestamptz := clock_timestamp();
-BEGIN
-    FOR i IN 1 .. n LOOP
-        IF NOT redis_lock_acquire(lockname, '0', '30 s') THEN RAISE EXCEPTION 'not acquired'; END IF;
-        IF NOT redis_lock_release(lockname) THEN RAISE EXCEPTION 'not released'; END IF;
-    END LOOP;
-    RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6 / n;
-END $$;
-SQL
-
-sub stats
-{
-	my ($node) = @_;
-	my @v = split /\|/, $node->safe_psql('postgres',
-		'SELECT acquires, releases, redis_errors FROM redis_lock_stats');
-	return { acquires => $v[0], releases => $v[1], errors => $v[2] };
-}
-
 # Each node is in the mode we think, and a held lock is on every server.
 for my $mode (@modes)
 {
 	my $node = $m{$mode}{node};
-	$node->safe_psql('postgres', $fn);
-	my $probe = "bench:probe:$mode";
-	my $s = RedisLockTest::Session->new($node);
-	die "$mode: probe not acquired" unless $s->query("SELECT redis_lock_acquire('$probe', '0', '30 s')") eq 't';
-	$m{$mode}{reported} = $s->query("SELECT mode FROM redis_lock_status('$probe')");
-	my $found = grep { scalar($_->cli('EXISTS', $probe)) eq '1' } @{ $m{$mode}{servers} };
-	die "$mode: probe not released" unless $s->query("SELECT redis_lock_release('$probe')") eq 't';
-	$s->close;
-	$m{$mode}{found} = sprintf('%d of %d', $found, scalar @{ $m{$mode}{servers} });
+	BenchLib::install_pairs_loop($node);
+	($m{$mode}{reported}, $m{$mode}{found}) =
+	  BenchLib::probe_mode($node, "bench:probe:$mode", @{ $m{$mode}{servers} });
 	BenchLib::progress("%-8s mode %s, probe lock on %s servers", $mode, $m{$mode}{reported}, $m{$mode}{found});
 }
 
@@ -192,7 +165,7 @@ for my $round (1 .. $rounds)
 			my $s = $sess{$mode};
 			my $node = $m{$mode}{node};
 			my @srv = @{ $m{$mode}{servers} };
-			my $st0 = stats($node);
+			my $st0 = BenchLib::lock_counters($node);
 			my @k0 = map { BenchLib::commandstats($_) } @srv;
 			my $r0 = sum(map { BenchLib::redis_cpu($_) } @srv);
 			my $c0 = BenchLib::cpu_ns($s->pid);
@@ -204,7 +177,7 @@ for my $round (1 .. $rounds)
 			my $c1 = BenchLib::cpu_ns($s->pid);
 			my $r1 = sum(map { BenchLib::redis_cpu($_) } @srv);
 			my @k1 = map { BenchLib::commandstats($_) } @srv;
-			my $st1 = stats($node);
+			my $st1 = BenchLib::lock_counters($node);
 			my @ev = map { (BenchLib::commandstats_delta($k0[$_], $k1[$_])->{evalsha} // 0) } 0 .. $#srv;
 			# chunks the proxy forwarded on this mode's ports (both directions)
 			my $chunks = sum(map { $ps->{port}{ $pport{ $_->port } } // 0 } @srv);
@@ -275,7 +248,7 @@ my @detail = map {
 
 my $r53 = $LD->{redlock5}{us} / $LD->{redlock3}{us};
 my $r53a = $added->('redlock5') / $added->('redlock3');
-my $load1 = loadavg();
+my $load1 = BenchLib::loadavg();
 my $node = $m{single}{node};
 my $ncores = `nproc` =~ s/\s+//r;
 my $rtt_txt = "$rtt_ms ms";

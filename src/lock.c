@@ -315,96 +315,6 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
 }
 
 /*
- * Describes in rl_cmd_conn why fewer than a majority of the Redlock masters
- * answered: each failed node and its error.
- */
-static bool
-no_quorum(RLReply ***per)
-{
-	StringInfoData buf;
-	int			n = rl_redlock_size();
-	int			nok = 0;
-
-	initStringInfo(&buf);
-	for (int i = 0; i < n; i++)
-	{
-		if (per[i] != NULL)
-		{
-			nok++;
-			continue;
-		}
-		appendStringInfo(&buf, "; %s", rl_redlock_conn(i)->errmsg);
-	}
-	snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
-			 "only %d of %d redlock masters answered, %d needed%s",
-			 nok, n, rl_redlock_quorum(), buf.data);
-	rl_cmd_conn.failure = RLF_IO;
-	pfree(buf.data);
-	return false;
-}
-
-/*
- * Runs n scripts on every Redlock master at once; per[node] gets that
- * node's replies, NULL if it failed. False, with the reason in rl_cmd_conn,
- * when fewer than a majority answered.
- */
-static bool
-run_on_majority(int n, const RLEval *evals, RLReply ***per)
-{
-	if (rl_run_all(n, evals, per) >= rl_redlock_quorum())
-		return true;
-	return no_quorum(per);
-}
-
-/*
- * Runs scripts where the locks live: the server, the cluster, or every
- * Redlock master. For Redlock, replies[i] is the reply of the majority:
- * an integer counting the nodes whose integer reply was positive when
- * they are a majority (the largest such value), else 0.
- */
-static bool
-run_scripts(int n, const RLEval *evals, RLReply **replies)
-{
-	RLReply  ***per;
-	int			nnodes;
-
-	if (rl_mode() != RL_MODE_REDLOCK)
-		return rl_run(n, evals, replies);
-	nnodes = rl_redlock_size();
-	per = palloc0(sizeof(RLReply **) * nnodes);
-	if (!run_on_majority(n, evals, per))
-		return false;
-	for (int i = 0; i < n; i++)
-	{
-		int			npositive = 0;
-		long long	best = 0;
-		RLReply    *error = NULL;
-
-		for (int node = 0; node < nnodes; node++)
-		{
-			RLReply    *r;
-
-			if (per[node] == NULL)
-				continue;
-			r = per[node][i];
-			if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
-			{
-				npositive++;
-				best = Max(best, r->integer);
-			}
-			else if (r->type != REDIS_REPLY_INTEGER && error == NULL)
-				error = r;
-		}
-		replies[i] = palloc0(sizeof(RLReply));
-		replies[i]->type = REDIS_REPLY_INTEGER;
-		replies[i]->integer = npositive >= rl_redlock_quorum() ? best : 0;
-		if (error != NULL && npositive < rl_redlock_quorum())
-			replies[i] = error;
-	}
-	return true;
-}
-
-/*
  * Trims this owner's hold count in Redis to keep[i] for each of n locks and
  * takes it out of their fair queues where it may stand, in one pipelined
  * round trip. before[i] gets the count Redis had. Returns false when Redis
@@ -421,7 +331,7 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 	for (int i = 0; i < n; i++)
 		rl_release_eval(&evals[i], locks[i]->name, rl_owner_id(), keep[i],
 						locks[i]->queued);
-	if (!run_scripts(n, evals, replies))
+	if (!rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		return false;
@@ -674,7 +584,7 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	e.args[2] = int64_arg(target);
 
 	mark_dirty(ll);
-	if (!run_on_majority(1, &e, per))
+	if (!rl_run_majority(1, &e, per))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_report(&rl_cmd_conn, ERROR);
@@ -1184,7 +1094,7 @@ rl_lock_force_release(const char *name)
 		RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
 		bool		deleted = false;
 
-		if (!run_on_majority(1, &e, per))
+		if (!rl_run_majority(1, &e, per))
 			rl_report(&rl_cmd_conn, ERROR);
 		for (int node = 0; node < rl_redlock_size(); node++)
 			if (per[node] != NULL)
@@ -1347,11 +1257,7 @@ redlock_status(const char *name, RLStatus *st)
 	}
 	if (nanswered < rl_redlock_quorum())
 	{
-		RLReply  ***per = palloc0(sizeof(RLReply **) * n);
-
-		for (int i = 0; i < n; i++)
-			per[i] = nodes[i].error == NULL ? (RLReply **) nodes : NULL;
-		(void) no_quorum(per);
+		(void) rl_redlock_no_majority();
 		rl_report(&rl_cmd_conn, ERROR);
 	}
 	st->locked = st->nholders > 0;
@@ -1412,40 +1318,6 @@ end_xact_holds(SubTransactionId subid)
 		MemoryContextReset(cleanup_context);
 }
 
-/*
- * Runs the commit guard's HEXISTS commands where the locks live. With
- * Redlock a hold counts as present (1) when a majority of masters have it.
- */
-static bool
-run_checks(int n, const RLCommand *cmds, LocalLock **held, RLReply **replies)
-{
-	const char **keys;
-	RLReply  ***per;
-
-	if (rl_mode() != RL_MODE_REDLOCK)
-	{
-		keys = palloc(sizeof(char *) * n);
-		for (int i = 0; i < n; i++)
-			keys[i] = held[i]->name;
-		return rl_run_cmds(n, cmds, keys, replies);
-	}
-	per = palloc0(sizeof(RLReply **) * rl_redlock_size());
-	if (rl_run_all_cmds(n, cmds, per) < rl_redlock_quorum())
-		return no_quorum(per);
-	for (int i = 0; i < n; i++)
-	{
-		int			votes = 0;
-
-		for (int node = 0; node < rl_redlock_size(); node++)
-			if (per[node] != NULL && is_int(per[node][i]) && per[node][i]->integer == 1)
-				votes++;
-		replies[i] = palloc0(sizeof(RLReply));
-		replies[i]->type = REDIS_REPLY_INTEGER;
-		replies[i]->integer = votes >= rl_redlock_quorum() ? 1 : 0;
-	}
-	return true;
-}
-
 static void pg_attribute_noreturn()
 lost_before_commit(LocalLock *ll)
 {
@@ -1468,6 +1340,7 @@ verify_before_commit(void)
 	LocalLock  *ll;
 	LocalLock **held;
 	RLCommand  *cmds;
+	const char **keys;
 	RLReply   **replies;
 	int			n = 0;
 
@@ -1493,9 +1366,11 @@ verify_before_commit(void)
 		return;
 
 	cmds = palloc0(sizeof(RLCommand) * n);
+	keys = palloc(sizeof(char *) * n);
 	replies = palloc(sizeof(RLReply *) * n);
 	for (int i = 0; i < n; i++)
 	{
+		keys[i] = held[i]->name;
 		cmds[i].argc = 3;
 		cmds[i].argv[0] = "HEXISTS";
 		cmds[i].argvlen[0] = 7;
@@ -1504,7 +1379,8 @@ verify_before_commit(void)
 		cmds[i].argv[2] = rl_owner_id();
 		cmds[i].argvlen[2] = strlen(rl_owner_id());
 	}
-	if (!run_checks(n, cmds, held, replies))
+	/* with Redlock, a hold counts as present when a majority has it */
+	if (!rl_run_cmds_agreed(n, cmds, keys, RL_AGREE_ONE, replies))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		ereport(ERROR,

@@ -15,6 +15,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
@@ -683,8 +684,8 @@ rl_redlock_conn(int i)
  * that node's replies, or NULL if it failed (its connection says why).
  * Returns how many nodes answered.
  */
-int
-rl_run_all_cmds(int n, const RLCommand *cmds, RLReply ***replies)
+static int
+run_all_cmds(int n, const RLCommand *cmds, RLReply ***replies)
 {
 	int			nnodes = rl_redlock_size();
 	RLBatch    *batches = palloc0(sizeof(RLBatch) * Max(nnodes, 1));
@@ -704,7 +705,7 @@ rl_run_all_cmds(int n, const RLCommand *cmds, RLReply ***replies)
 }
 
 /*
- * rl_run_all_cmds() for scripts: EVALSHA everywhere, then EVAL on the nodes
+ * run_all_cmds() for scripts: EVALSHA everywhere, then EVAL on the nodes
  * that lacked a script (a master restarted empty), again all at once.
  */
 int
@@ -719,7 +720,7 @@ rl_run_all(int n, const RLEval *evals, RLReply ***replies)
 
 	for (int i = 0; i < n; i++)
 		rl_build_eval(&cmds[i], &evals[i], false);
-	nok = rl_run_all_cmds(n, cmds, replies);
+	nok = run_all_cmds(n, cmds, replies);
 	for (int node = 0; node < nnodes; node++)
 	{
 		RLBatch    *b = &batches[nbatches];
@@ -762,6 +763,123 @@ rl_run_all(int n, const RLEval *evals, RLReply ***replies)
 			replies[node][retry[bi][k]] = batches[bi].replies[k];
 	}
 	return nok;
+}
+
+/*
+ * Says in rl_cmd_conn why fewer than a majority of the Redlock masters
+ * answered the last request sent to all of them: each failed master and
+ * its error. Returns false, for the caller to pass on.
+ */
+bool
+rl_redlock_no_majority(void)
+{
+	StringInfoData buf;
+	int			nok = 0;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < nredlock; i++)
+	{
+		if (redlock_cmd[i].failure == RLF_NONE)
+			nok++;
+		else
+			appendStringInfo(&buf, "; %s", redlock_cmd[i].errmsg);
+	}
+	snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
+			 "only %d of %d redlock masters answered, %d needed%s",
+			 nok, nredlock, rl_redlock_quorum(), buf.data);
+	rl_cmd_conn.failure = RLF_IO;
+	pfree(buf.data);
+	return false;
+}
+
+/*
+ * rl_run_all(), and false with the reason in rl_cmd_conn unless a majority
+ * of the masters answered.
+ */
+bool
+rl_run_majority(int n, const RLEval *evals, RLReply ***replies)
+{
+	return rl_run_all(n, evals, replies) >= rl_redlock_quorum() ||
+		rl_redlock_no_majority();
+}
+
+/*
+ * The reply to request i that a majority of the masters agree on (see
+ * RLAgree), as an integer reply. When no majority agrees and a master
+ * answered with an error, that error instead. *votes gets how many agreed.
+ */
+static RLReply *
+agreed_reply(RLReply ***per, int i, RLAgree how, int *votes)
+{
+	int			nagree = 0;
+	long long	best = 0;
+	RLReply    *error = NULL;
+	RLReply    *out;
+
+	for (int node = 0; node < nredlock; node++)
+	{
+		RLReply    *r;
+
+		if (per[node] == NULL)
+			continue;
+		r = per[node][i];
+		if (r->type == REDIS_REPLY_INTEGER &&
+			(how == RL_AGREE_MAX ? r->integer > 0 : r->integer == 1))
+		{
+			nagree++;
+			best = Max(best, r->integer);
+		}
+		else if (r->type == REDIS_REPLY_ERROR && error == NULL)
+			error = r;
+	}
+	if (votes != NULL)
+		*votes = nagree;
+	if (nagree < rl_redlock_quorum() && error != NULL)
+		return error;
+	out = palloc0(sizeof(RLReply));
+	out->type = REDIS_REPLY_INTEGER;
+	out->integer = nagree >= rl_redlock_quorum() ? best : 0;
+	return out;
+}
+
+/*
+ * Runs scripts where the locks live: rl_run(), or with Redlock on every
+ * master, each reply being what a majority agrees on. votes[i], if given,
+ * gets how many Redlock masters agreed (0 outside Redlock).
+ */
+bool
+rl_run_agreed(int n, const RLEval *evals, RLAgree how, RLReply **replies,
+			  int *votes)
+{
+	RLReply  ***per;
+
+	if (votes != NULL)
+		memset(votes, 0, sizeof(int) * n);
+	if (rl_mode() != RL_MODE_REDLOCK)
+		return rl_run(n, evals, replies);
+	per = palloc0(sizeof(RLReply **) * rl_redlock_size());
+	if (!rl_run_majority(n, evals, per))
+		return false;
+	for (int i = 0; i < n; i++)
+		replies[i] = agreed_reply(per, i, how, votes != NULL ? &votes[i] : NULL);
+	return true;
+}
+
+/* rl_run_agreed() for plain commands, each about keys[i]. */
+bool
+rl_run_cmds_agreed(int n, const RLCommand *cmds, const char *const *keys,
+				   RLAgree how, RLReply **replies)
+{
+	RLReply  ***per;
+
+	if (rl_mode() != RL_MODE_REDLOCK)
+		return rl_run_cmds(n, cmds, keys, replies);
+	per = palloc0(sizeof(RLReply **) * rl_redlock_size());
+	if (run_all_cmds(n, cmds, per) < rl_redlock_quorum())
+		return rl_redlock_no_majority();
+	for (int i = 0; i < n; i++)
+		replies[i] = agreed_reply(per, i, how, NULL);
+	return true;
 }
 
 /*

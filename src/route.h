@@ -15,7 +15,20 @@ extern RLMode rl_mode(void);
 extern const char *rl_mode_name(void);
 extern const char *rl_publish_command(void);
 
+/* How the replies of the Redlock masters fold into one (rl_run_agreed). */
+typedef enum RLAgree
+{
+	RL_AGREE_ONE,				/* 1 when a majority replied 1, else 0 */
+	RL_AGREE_MAX				/* the largest positive reply when a majority
+								 * replied a positive integer, else 0 */
+} RLAgree;
+
 extern bool rl_run(int n, const RLEval *evals, RLReply **replies);
+extern bool rl_run_agreed(int n, const RLEval *evals, RLAgree how,
+						  RLReply **replies, int *votes);
+extern bool rl_run_cmds_agreed(int n, const RLCommand *cmds,
+							   const char *const *keys, RLAgree how,
+							   RLReply **replies);
 extern bool rl_run_cmds(int n, const RLCommand *cmds, const char *const *keys,
 						RLReply **replies);
 extern bool rl_route_subscribe(const char *channel);
@@ -24,7 +37,8 @@ extern int	rl_redlock_size(void);
 extern int	rl_redlock_quorum(void);
 extern RLConn *rl_redlock_conn(int i);
 extern int	rl_run_all(int n, const RLEval *evals, RLReply ***replies);
-extern int	rl_run_all_cmds(int n, const RLCommand *cmds, RLReply ***replies);
+extern bool rl_run_majority(int n, const RLEval *evals, RLReply ***replies);
+extern bool rl_redlock_no_majority(void);
 extern bool rl_redlock_subscribe(const char *channel);
 extern int	rl_redlock_wait_message(TimestampTz until);
 extern void rl_redlock_unsubscribe(bool drop);

@@ -74,87 +74,6 @@ note_redis(bool ok)
 	redis_unreachable = !ok;
 }
 
-/* Says in rl_cmd_conn which Redlock master failed; returns false. */
-static bool
-no_majority(RLReply ***per)
-{
-	snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
-			 "fewer than %d of %d redlock masters answered",
-			 rl_redlock_quorum(), rl_redlock_size());
-	for (int node = 0; node < rl_redlock_size(); node++)
-		if (per[node] == NULL)
-		{
-			snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
-					 "fewer than %d of %d redlock masters answered, e.g. %s",
-					 rl_redlock_quorum(), rl_redlock_size(),
-					 rl_redlock_conn(node)->errmsg);
-			break;
-		}
-	return false;
-}
-
-/*
- * Runs renewals where the locks live. With Redlock a lock stays held when
- * a majority of masters still had it (renew.lua's 1); masters that lost it
- * while it was free there get it back (2), but do not count towards that
- * majority, which must come from holds that never lapsed.
- */
-static bool
-renew_where_held(int n, const RLEval *evals, RLReply **replies, int *masters)
-{
-	int			nnodes;
-	RLReply  ***per;
-
-	memset(masters, 0, sizeof(int) * n);
-	if (rl_mode() != RL_MODE_REDLOCK)
-		return rl_run(n, evals, replies);
-	nnodes = rl_redlock_size();
-	per = palloc0(sizeof(RLReply **) * nnodes);
-	if (rl_run_all(n, evals, per) < rl_redlock_quorum())
-		return no_majority(per);
-	for (int i = 0; i < n; i++)
-	{
-		int			votes = 0;
-
-		for (int node = 0; node < nnodes; node++)
-			if (per[node] != NULL && per[node][i]->type == REDIS_REPLY_INTEGER &&
-				per[node][i]->integer == 1)
-				votes++;
-		replies[i] = palloc0(sizeof(RLReply));
-		replies[i]->type = REDIS_REPLY_INTEGER;
-		replies[i]->integer = votes >= rl_redlock_quorum() ? 1 : 0;
-		masters[i] = votes;
-	}
-	return true;
-}
-
-/*
- * Runs releases where the locks live; with Redlock, done when a majority
- * of masters ran them (the others' holds lapse with the lease).
- */
-static bool
-release_where_held(int n, const RLEval *evals, RLReply **replies)
-{
-	int			nnodes;
-	RLReply  ***per;
-
-	if (rl_mode() != RL_MODE_REDLOCK)
-		return rl_run(n, evals, replies);
-	nnodes = rl_redlock_size();
-	per = palloc0(sizeof(RLReply **) * nnodes);
-	if (rl_run_all(n, evals, per) < rl_redlock_quorum())
-		return no_majority(per);
-	for (int i = 0; i < n; i++)
-	{
-		replies[i] = palloc0(sizeof(RLReply));
-		replies[i]->type = REDIS_REPLY_INTEGER;
-		for (int node = 0; node < nnodes; node++)
-			if (per[node] != NULL && per[node][i]->type == REDIS_REPLY_INTEGER)
-				replies[i]->integer = Max(replies[i]->integer, per[node][i]->integer);
-	}
-	return true;
-}
-
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
 static bool
 renew_batch(RLSlotCopy **items, int n)
@@ -168,7 +87,12 @@ renew_batch(RLSlotCopy **items, int n)
 		rl_renew_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner,
 					  items[i]->slot.lease_ms,
 					  items[i]->slot.session_holds + items[i]->slot.xact_holds);
-	if (!renew_where_held(n, evals, replies, masters))
+	/*
+	 * With Redlock a lock stays held when a majority of masters still had it
+	 * (renew.lua's 1); masters that had lost it and got it back (2) do not
+	 * count, the majority must come from holds that never lapsed.
+	 */
+	if (!rl_run_agreed(n, evals, RL_AGREE_ONE, replies, masters))
 	{
 		rl_stat_add(RL_STAT_RENEWAL_FAILURES, n);
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
@@ -215,7 +139,7 @@ release_orphans(RLSlotCopy **items, int n)
 	{
 		rl_release_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner, 0, true);
 	}
-	if (!release_where_held(n, evals, replies))
+	if (!rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		return false;
