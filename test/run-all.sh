@@ -19,6 +19,9 @@
 #   REDISLOCK_KEEP=1             keep the work dir (and TAP data dirs)
 #   REDISLOCK_TAP_TIMEOUT=600    seconds per TAP file
 #   REDISLOCK_REGRESS_TIMEOUT=600  seconds for pg_regress
+#   REDISLOCK_PGBIN=DIR          bin directory of the PostgreSQL to build against
+#                                and test with (default /usr/lib/postgresql/15/bin;
+#                                a relocated copy lets two checkouts test at once)
 #
 # PostgreSQL refuses to run as root, so when run as root every server and
 # test runs as the "postgres" user in a postgres-owned copy of sql/,
@@ -26,9 +29,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
-PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
+PGXS_DIR=$(dirname "$PGBIN")/lib/pgxs
 PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
 PG_PERL_LIB=$PGXS_DIR/src/test/perl
 TAP_TIMEOUT=${REDISLOCK_TAP_TIMEOUT:-600}

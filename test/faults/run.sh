@@ -22,9 +22,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
-PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
+PGXS_DIR=$(dirname "$PGBIN")/lib/pgxs
 PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
 PG_PERL_LIB=$PGXS_DIR/src/test/perl
 TAP_TIMEOUT=${REDISLOCK_FAULT_TIMEOUT:-600}

@@ -12,8 +12,8 @@
 # WORKDIR is the postgres-owned copy made by run.sh (sql/ expected/ test/).
 set -euo pipefail
 WORK=$1; TESTS=$2
-PGBIN=/usr/lib/postgresql/15/bin
-PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress
+PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
+PG_REGRESS=$(dirname "$PGBIN")/lib/pgxs/src/test/regress/pg_regress
 VG=$WORK/valgrind
 PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
 AS_PG=()
