@@ -1212,6 +1212,8 @@ rl_lock_node_status(const char *name, RLNodeStatus **out)
 /*
  * A Redlock lock's status is what a majority of masters agree on: the
  * owners present on a majority hold it; its ttl is the shortest among them.
+ * A read-write lock may have any number of readers, so the owners that can
+ * reach a majority are counted from the replies, not from the masters.
  */
 static void
 redlock_status(const char *name, RLStatus *st)
@@ -1219,10 +1221,14 @@ redlock_status(const char *name, RLStatus *st)
 	RLNodeStatus *nodes;
 	int			n = rl_lock_node_status(name, &nodes);
 	int			nanswered = 0;
+	int			maxholders = 0;
 
 	memset(st, 0, sizeof(*st));
 	st->mode = rl_mode_name();
-	st->holders = palloc(sizeof(char *) * n * 2);
+	for (int i = 0; i < n; i++)
+		if (nodes[i].error == NULL)
+			maxholders += nodes[i].st.nholders;
+	st->holders = palloc(sizeof(char *) * Max(maxholders, 1));
 	st->ttl_ms = -1;
 	for (int i = 0; i < n; i++)
 	{
