@@ -5,6 +5,9 @@
 -- ARGV[2]  owner id "<uuid>:<session>"
 -- ARGV[3]  hold count the owner has after this call; an absolute count (not
 --          +1) makes a retry after a lost reply harmless
+-- ARGV[4]  how long the fencing counter lives from now, in ms: every
+--          acquisition extends it, so counters of names nobody uses any
+--          more do not stay in Redis forever
 -- Returns {1, token, fresh}: taken; fresh = 1 when the owner did not hold it
 --         before (the fencing counter was incremented), token = the counter.
 --         {0, pttl}: held by another owner; pttl of the lock in ms.
@@ -21,6 +24,7 @@ if held then
 else
     token = redis.call('incr', KEYS[2])
 end
+redis.call('pexpire', KEYS[2], ARGV[4])
 redis.call('hset', KEYS[1], owner, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
 return {1, token, held and 0 or 1}

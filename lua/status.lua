@@ -1,12 +1,56 @@
 -- status.lua: one consistent snapshot of a lock for redis_lock_status().
+-- Any user may ask about any name, so keys that do not hold a lock are
+-- refused here, inside Redis: their content never reaches the caller.
 -- KEYS[1]  lock hash <name>
 -- KEYS[2]  waiter queue redisson_lock_queue:{<name>}
 -- KEYS[3]  fencing counter redisson_lock_token:{<name>}
--- Returns {hgetall of the lock (owner, count, ...), pttl, queue length,
---          fencing counter or false}.
-return {
-    redis.call('hgetall', KEYS[1]),
-    redis.call('pttl', KEYS[1]),
-    redis.call('llen', KEYS[2]),
-    redis.call('get', KEYS[3])
-}
+-- Returns {{owner, count, ...}, pttl, queue length, fencing counter or
+--         false}, or the error "NOTLOCK" when a key has another shape. A lock
+--         hash holds owner ids "<id>:<number>" with positive integer counts;
+--         a Redisson read-write lock also has the field "mode" (read or
+--         write) and its writers "<id>:<number>:write", which are reported
+--         as holders too. The queue is a list; the counter an integer.
+local function kind(key)
+    return redis.call('type', key)['ok']
+end
+
+local function not_lock()
+    return redis.error_reply('NOTLOCK the key does not hold a lock')
+end
+
+local lock, queue, counter = kind(KEYS[1]), kind(KEYS[2]), kind(KEYS[3])
+if (lock ~= 'none' and lock ~= 'hash') or
+    (queue ~= 'none' and queue ~= 'list') or
+    (counter ~= 'none' and counter ~= 'string') then
+    return not_lock()
+end
+local token = redis.call('get', KEYS[3])
+if token and not string.match(token, '^%d+$') then
+    return not_lock()
+end
+
+local fields = redis.call('hgetall', KEYS[1])
+local holders = {}
+local rwlock = false
+local writers = false
+for i = 1, #fields, 2 do
+    local field, value = fields[i], fields[i + 1]
+    if field == 'mode' then
+        if value ~= 'read' and value ~= 'write' then
+            return not_lock()
+        end
+        rwlock = true
+    elseif string.match(value, '^[1-9]%d*$') and
+        (string.match(field, '^.+:%d+$') or string.match(field, '^.+:%d+:write$')) then
+        writers = writers or string.sub(field, -6) == ':write'
+        holders[#holders + 1] = field
+        holders[#holders + 1] = value
+    else
+        return not_lock()
+    end
+end
+if writers and not rwlock then
+    return not_lock()
+end
+
+return {holders, redis.call('pttl', KEYS[1]), redis.call('llen', KEYS[2]), token or false}

@@ -1480,6 +1480,13 @@ rl_is_noscript(const RLReply *r)
 	return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
+/* status.lua's refusal of a key that does not hold a lock */
+bool
+rl_is_not_lock(const RLReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOTLOCK", 7) == 0;
+}
+
 /*
  * Second pipeline of rl_eval(): SCRIPT LOAD for each distinct forgotten
  * script, then the calls that failed with NOSCRIPT.
@@ -1576,6 +1583,12 @@ rl_reply_error(const RLReply *reply, const char *what, const char *name)
 	bool		wrongtype = strncmp(reply->str, "WRONGTYPE", 9) == 0;
 	bool		oom = strncmp(reply->str, "OOM", 3) == 0;
 
+	if (rl_is_not_lock(reply))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("redis key \"%s\" is not a lock", name),
+				 errdetail("The key, its fair queue or its fencing counter holds data of another shape; redislock does not show it."),
+				 errhint("Some other application uses that name.")));
 	if (strncmp(reply->str, "NOAUTH", 6) == 0 ||
 		strncmp(reply->str, "NOPERM", 6) == 0)
 		ereport(ERROR,

@@ -127,6 +127,7 @@ extern int	rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until,
 extern TimestampTz rl_command_deadline(void);
 extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
 extern bool rl_is_noscript(const RLReply *r);
+extern bool rl_is_not_lock(const RLReply *r);
 extern void rl_set_arg(RLCommand *cmd, const char *arg, size_t len);
 extern const char *rl_conn_desc(const RLConn *c);
 extern bool rl_config(RLMode *mode, const RLNode **nodes, int *nnodes,

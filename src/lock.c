@@ -152,7 +152,8 @@ local_find(const char *name)
 
 /*
  * Finds or creates the entry of a lock. A new entry gets its shared slot
- * first, so that a full table fails before anything reaches Redis.
+ * first, so that a full table fails before anything reaches Redis; one
+ * session may only have so many, so that it cannot take the whole table.
  */
 static LocalLock *
 local_get(const char *name)
@@ -163,6 +164,13 @@ local_get(const char *name)
 
 	if (ll != NULL)
 		return ll;
+	if (hash_get_num_entries(local_locks) >= rl_max_locks_per_session)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many redis locks in this session"),
+				 errdetail("This session already holds or waits for %ld distinct redis locks; redislock.max_locks_per_session is %d.",
+						   hash_get_num_entries(local_locks), rl_max_locks_per_session),
+				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
 	slot = rl_registry_reserve(name, rl_owner_id(), &generation);
 	ll = hash_search(local_locks, name, HASH_ENTER, NULL);
 	ll->session_holds = 0;
@@ -238,6 +246,16 @@ int64_arg(int64 v)
 
 	pg_lltoa(v, buf);
 	return buf;
+}
+
+/*
+ * How long a fencing counter lives after an acquisition, in ms: never less
+ * than the lease, so that it cannot expire under a fixed-lease hold.
+ */
+static char *
+token_ttl_arg(int64 lease_ms)
+{
+	return int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
 }
 
 static bool
@@ -506,7 +524,7 @@ is_acquire_reply(const RLReply *r)
  * case) it is on a majority already and this round trip is skipped.
  */
 static bool
-commit_token(LocalLock *ll, int64 token)
+commit_token(LocalLock *ll, int64 token, int64 lease_ms)
 {
 	RLEval		e;
 	RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
@@ -516,8 +534,9 @@ commit_token(LocalLock *ll, int64 token)
 	e.script = &rl_script_raise_token;
 	e.nkeys = 1;
 	e.keys[0] = token_key(ll->name);
-	e.nargs = 1;
+	e.nargs = 2;
 	e.args[0] = int64_arg(token);
+	e.args[1] = token_ttl_arg(lease_ms);
 	(void) rl_run_all(1, &e, per);
 	for (int node = 0; node < rl_redlock_size(); node++)
 		if (per[node] != NULL && is_int(per[node][0]) && per[node][0]->integer == token)
@@ -578,10 +597,11 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	e.nkeys = 2;
 	e.keys[0] = ll->name;
 	e.keys[1] = token_key(ll->name);
-	e.nargs = 3;
+	e.nargs = 4;
 	e.args[0] = int64_arg(lease_ms);
 	e.args[1] = rl_owner_id();
 	e.args[2] = int64_arg(target);
+	e.args[3] = token_ttl_arg(lease_ms);
 
 	mark_dirty(ll);
 	if (!rl_run_majority(1, &e, per))
@@ -619,7 +639,7 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	memset(out, 0, sizeof(*out));
 	out->fresh = held_before < rl_redlock_quorum();
 	if (granted >= rl_redlock_quorum() &&
-		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token)) &&
+		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token, lease_ms)) &&
 		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
 	{
 		out->acquired = true;
@@ -668,9 +688,10 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		e.keys[1] = queue_key(ll->name);
 		e.keys[2] = timeouts_key(ll->name);
 		e.keys[3] = token_key(ll->name);
-		e.nargs = 5;
+		e.nargs = 6;
 		e.args[3] = int64_arg(rl_fair_wait_timeout);
 		e.args[4] = enqueue ? "1" : "0";
+		e.args[5] = token_ttl_arg(lease_ms);
 		if (enqueue)
 			set_flags(ll, ll->dirty, true);
 	}
@@ -679,7 +700,8 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		e.script = &rl_script_acquire;
 		e.nkeys = 2;
 		e.keys[1] = token_key(ll->name);
-		e.nargs = 3;
+		e.nargs = 4;
+		e.args[3] = token_ttl_arg(lease_ms);
 	}
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
@@ -1200,6 +1222,8 @@ rl_lock_node_status(const char *name, RLNodeStatus **out)
 		nodes[i].node = rl_redlock_conn(i)->node.desc;
 		if (per[i] == NULL)
 			nodes[i].error = pstrdup(rl_redlock_conn(i)->errmsg);
+		else if (rl_is_not_lock(per[i][0]))
+			rl_reply_error(per[i][0], "read", name);
 		else if (per[i][0]->type == REDIS_REPLY_ERROR)
 			nodes[i].error = per[i][0]->str;
 		else

@@ -39,6 +39,8 @@ int			rl_watchdog_timeout = 30000;
 int			rl_fair_wait_timeout = 10000;
 bool		rl_verify_on_commit = true;
 int			rl_sync_replicas = 0;
+int			rl_token_ttl = RL_TOKEN_TTL_DEFAULT;
+int			rl_max_locks_per_session = 1000;
 uint64		rl_settings_generation = 1;
 
 static emit_log_hook_type prev_emit_log_hook = NULL;
@@ -315,6 +317,22 @@ define_settings(void)
 							&rl_sync_replicas,
 							0, 0, 64,
 							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.token_ttl",
+							"How long a lock's fencing counter outlives its last acquisition.",
+							"Every acquisition extends it; a name unused for longer starts its tokens again from 1.",
+							&rl_token_ttl,
+							RL_TOKEN_TTL_DEFAULT, 60, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.max_locks_per_session",
+							"Most distinct redis locks one session may hold or wait for at once.",
+							"Keeps one session from taking the whole shared table.",
+							&rl_max_locks_per_session,
+							1000, 1, 1000000,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 	/* The shared table exists only when preloaded; so does its size. */

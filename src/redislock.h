@@ -19,6 +19,9 @@
 /* Owner ids are "<36-char uuid>:<session number>". */
 #define RL_OWNER_MAX 64
 
+/* redislock.token_ttl by default: 30 days, in seconds. */
+#define RL_TOKEN_TTL_DEFAULT (30 * 24 * 3600)
+
 extern char *rl_url;
 extern char *rl_password;
 extern char *rl_sentinels;
@@ -34,6 +37,8 @@ extern int	rl_watchdog_timeout;
 extern int	rl_fair_wait_timeout;
 extern bool rl_verify_on_commit;
 extern int	rl_sync_replicas;
+extern int	rl_token_ttl;
+extern int	rl_max_locks_per_session;
 
 /* redislock.cluster_pubsub */
 typedef enum RLPubSub

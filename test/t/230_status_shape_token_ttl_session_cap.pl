@@ -1,0 +1,125 @@
+# 230_status_shape_token_ttl_session_cap.pl — what an ordinary user can do to
+# Redis through redislock is bounded (issue 9, item 10):
+#  * redis_lock_status() and redis_lock_nodes() report only lock-shaped data
+#    (owner-id fields with counts, a Redisson read-write lock's mode and
+#    readers): an application's hash, a string, a list, a hash with a
+#    non-integer count or a non-integer fencing counter is refused with
+#    42809 and none of its content appears in the error;
+#  * the fencing counter redisson_lock_token:{name} gets a TTL
+#    (redislock.token_ttl, 30 days) that every acquisition extends, never
+#    shorter than the lease; only a superuser may change it;
+#  * redislock.max_locks_per_session (superuser-only) caps the distinct
+#    locks of one session with 53400, and a refused lock leaves nothing in
+#    Redis.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::RealBin/../lib";
+use RedisLockTest;
+use Test::More;
+
+my $redis = RedisLockTest::Redis->new;
+my $node = RedisLockTest::node('shape', $redis);
+$node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
+my $su = RedisLockTest::Session->new($node);
+my $pl = RedisLockTest::Session->new($node, user => 'plain');
+
+# --- status reads only locks -------------------------------------------------
+$redis->cli('HSET', 'app:users', 'alice', 'secret-alice', 'bob', 'secret-bob');
+$redis->cli('HSET', 'app:counts', 'x:1', 'secret-count');
+$redis->cli('SET', 'app:str', 'secret-string');
+$redis->cli('RPUSH', 'app:list', 'secret-list');
+$redis->cli('SET', 'redisson_lock_token:{app:tok}', 'secret-token');
+$redis->cli('HSET', 'app:rwbad', 'mode', 'secret-mode', "x:1", 1);
+$redis->cli('HSET', 'app:writer', 'x:1:write', 1);
+
+for my $key (qw(app:users app:counts app:str app:list app:tok app:rwbad app:writer))
+{
+	for my $f ('redis_lock_status', 'redis_lock_nodes')
+	{
+		my ($v, $err, $st) = $pl->try("SELECT * FROM $f('$key')");
+		is($st, '42809', "$f('$key'): 42809") or diag($v // $err);
+		like($err // '', qr/redis key "\Q$key\E" is not a lock/, '... saying it is not a lock');
+		unlike($err // '', qr/secret/, '... without any of its content');
+	}
+}
+
+# lock-shaped data is shown: a Redisson read-write lock with two readers
+$redis->cli('HSET', 'rw', 'mode', 'read', 'u-1:7', 2, 'u-2:9', 1);
+$redis->cli('PEXPIRE', 'rw', 600000);
+is($pl->query("SELECT array_to_string(ARRAY(SELECT unnest(holders) ORDER BY 1), ',') "
+		. "FROM redis_lock_status('rw')"), 'u-1:7,u-2:9', 'a read-write lock: its readers, not "mode"');
+is($pl->query("SELECT hold_count FROM redis_lock_status('rw')"), 3, '... and their holds');
+$redis->cli('HSET', 'rw', 'u-1:7:write', 1);
+$redis->cli('HSET', 'rw', 'mode', 'write');
+is($pl->query("SELECT cardinality(holders) FROM redis_lock_status('rw')"), 3, 'with a writer too');
+is($pl->query("SELECT locked FROM redis_lock_status('free')"), 'f', 'a free name: not locked');
+is($pl->query("SELECT redis_lock_acquire('mine', '0', '10 min')"), 't', 'plain takes a lock');
+is($pl->query("SELECT held_by_me FROM redis_lock_status('mine')"), 't', '... and sees it as its own');
+
+# --- the fencing counter expires unless acquisitions keep it ----------------
+my $DAY = 24 * 3600 * 1000;
+sub counter_ttl { return $redis->cli('PTTL', "redisson_lock_token:{$_[0]}"); }
+
+cmp_ok(counter_ttl('mine'), '>', 29 * $DAY, 'after an acquisition the counter has a TTL of about 30 days');
+cmp_ok(counter_ttl('mine'), '<=', 30 * $DAY, '... not more');
+$redis->cli('PEXPIRE', 'redisson_lock_token:{mine}', 600000);
+is($pl->query("SELECT redis_lock_acquire('mine', '0', '10 min')"), 't', 'reentry');
+cmp_ok(counter_ttl('mine'), '>', 29 * $DAY, 'reentry extends the TTL again');
+is($pl->query('SELECT redis_lock_release_all()'), 1, 'release');
+$redis->cli('PEXPIRE', 'redisson_lock_token:{mine}', 600000);
+is($pl->query("SELECT redis_lock_acquire('mine', '0', '10 min')"), 't', 'acquire again');
+is($pl->query("SELECT redis_lock_fencing_token('mine')"), 2, '... the counter went on (token 2)');
+cmp_ok(counter_ttl('mine'), '>', 29 * $DAY, 'a fresh acquisition extends the TTL');
+$redis->cli('PEXPIRE', 'redisson_lock_token:{fair}', 600000);
+is($pl->query("SELECT redis_lock_acquire('fair', '0', '10 min', true)"), 't', 'a fair acquisition');
+cmp_ok(counter_ttl('fair'), '>', 29 * $DAY, '... sets the TTL too');
+is($pl->query('SELECT redis_lock_release_all()'), 2, 'release');
+
+my ($v, $err, $st) = $pl->try("SET redislock.token_ttl = '1 min'");
+is($st, '42501', 'plain may not change redislock.token_ttl');
+is($su->query('SHOW redislock.token_ttl'), '30d', 'token_ttl is 30 days by default');
+$su->query("SET redislock.token_ttl = '1h'");
+is($su->query("SELECT redis_lock_acquire('short', '0', '10 min')"), 't', 'token_ttl = 1h');
+cmp_ok(counter_ttl('short'), '<=', 3600 * 1000, '... the counter lives at most an hour');
+cmp_ok(counter_ttl('short'), '>', 3000 * 1000, '... and about that');
+is($su->query("SELECT redis_lock_acquire('long', '0', '2 hours')"), 't', 'a lease longer than token_ttl');
+cmp_ok(counter_ttl('long'), '>', 3600 * 1000, '... the counter outlives the lease');
+is($su->query('SELECT redis_lock_release_all()'), 2, 'release');
+$su->query('RESET redislock.token_ttl');
+
+# --- one session cannot take the whole shared table -------------------------
+is($pl->query('SHOW redislock.max_locks_per_session'), '1000', 'max_locks_per_session is 1000 by default');
+($v, $err, $st) = $pl->try('SET redislock.max_locks_per_session = 100000');
+is($st, '42501', 'plain may not raise it');
+$su->query('SET redislock.max_locks_per_session = 3');
+is($su->query('SHOW redislock.max_locks_per_session'), '3', 'a superuser sets it to 3 for its session');
+for my $i (1 .. 3)
+{
+	is($su->query("SELECT redis_lock_acquire('cap:$i', '0', '10 min')"), 't', "lock $i of 3");
+}
+for my $lease ("'10 min'", 'NULL')
+{
+	($v, $err, $st) = $su->try("SELECT redis_lock_acquire('cap:4', '0', $lease)");
+	is($st, '53400', "a 4th lock (lease $lease): 53400");
+	like($err // '', qr/too many redis locks in this session/, '... too many redis locks');
+	like($err // '', qr/max_locks_per_session/, '... naming the setting');
+	is($redis->cli('EXISTS', 'cap:4', 'redisson_lock_token:{cap:4}'), 0, '... and nothing of it in Redis');
+}
+($v, $err, $st) = $su->try("BEGIN; SELECT redis_xact_lock_acquire('cap:4x', '0', '10 min'); COMMIT");
+$su->dbh->do('ROLLBACK');
+is($st, '53400', 'a 4th transaction lock: 53400');
+is($redis->cli('EXISTS', 'cap:4x'), 0, '... nothing in Redis');
+is($su->query("SELECT redis_lock_acquire('cap:1', '0', '10 min')"), 't', 'reentry needs no new entry');
+is($su->query("SELECT count(*) FROM redis_locks WHERE pid = pg_backend_pid()"), 3, '3 rows in redis_locks');
+is($su->query("SELECT redis_lock_release('cap:3')"), 't', 'release one');
+is($su->query("SELECT redis_lock_acquire('cap:4', '0', '10 min')"), 't', 'now a new one fits');
+is($pl->query("SELECT redis_lock_acquire('cap:pl', '0', '10 min')"), 't', 'other sessions are not limited by it');
+is($su->query('SELECT redis_lock_release_all()'), 3, 'release all');
+is($pl->query('SELECT redis_lock_release_all()'), 1, 'release all');
+
+$pl->close;
+$su->close;
+no_crash_ok($node, 'status shape, token ttl, session cap');
+$node->stop('fast');
+done_testing();
