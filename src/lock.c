@@ -67,6 +67,7 @@ typedef struct Attempt
 	int64		pttl;			/* holder's remaining lease, -1/-2 as PTTL */
 	bool		head;			/* first in the fair queue */
 	int			masters;		/* Redlock: masters that granted it */
+	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
 } Attempt;
 
 static HTAB *local_locks = NULL;
@@ -663,6 +664,49 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
 }
 
+/* The WAIT timeout of redislock.sync_replicas, in ms. */
+static int
+replica_wait_ms(void)
+{
+	return Max(rl_command_timeout * 3 / 4, 1);
+}
+
+/*
+ * Runs acquisition e with WAIT right behind it in the same pipeline, so the
+ * WAIT counts the replicas that have this very write, on the master that
+ * made it. Sent on their own, a WAIT retried on a new connection (lost
+ * connection, failover) would count replicas of nothing and return at once.
+ * Returns the script's reply; the WAIT reply goes to out->wait.
+ */
+static RLReply *
+acquire_and_wait(const RLEval *e, LocalLock *ll, Attempt *out)
+{
+	RLCommand	wait;
+	RLReply    *replies[2];
+	char		nreplicas[16];
+	char		timeout[16];
+
+	memset(&wait, 0, sizeof(wait));
+	snprintf(nreplicas, sizeof(nreplicas), "%d", rl_sync_replicas);
+	snprintf(timeout, sizeof(timeout), "%d", replica_wait_ms());
+	rl_set_arg(&wait, "WAIT", 4);
+	rl_set_arg(&wait, nreplicas, strlen(nreplicas));
+	rl_set_arg(&wait, timeout, strlen(timeout));
+	if (!rl_run_then(e, &wait, replies))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_report(&rl_cmd_conn, ERROR);
+	}
+	set_flags(ll, false, ll->queued);
+	if (replies[0]->type == REDIS_REPLY_ERROR)
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_reply_error(replies[0], "acquire", ll->name);
+	}
+	out->wait = replies[1];
+	return replies[0];
+}
+
 /* Runs one acquisition attempt; raises on failure. */
 static void
 attempt(LocalLock *ll, int64 lease_ms, int32 target,
@@ -706,11 +750,12 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	mark_dirty(ll);
-	r = eval_one(&e, "acquire", ll->name, ll);
+	memset(out, 0, sizeof(*out));
+	r = rl_sync_replicas > 0 ? acquire_and_wait(&e, ll, out) :
+		eval_one(&e, "acquire", ll->name, ll);
 	expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
 							 REDIS_REPLY_INTEGER) && r->elements >= 2,
 				 "acquire", ll->name);
-	memset(out, 0, sizeof(*out));
 	out->acquired = r->element[0]->integer == 1;
 	if (out->acquired)
 	{
@@ -914,30 +959,18 @@ record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 /*
  * With redislock.sync_replicas = N, an acquisition counts only once N
  * replicas have it: otherwise a failover could hand the lock to another
- * client. If they do not confirm in time, the hold is given back.
+ * client. a->wait is the WAIT sent with the acquisition that succeeded. If
+ * the replicas did not confirm in time, the hold is given back.
  */
 static void
-confirm_on_replicas(LocalLock *ll, int32 target)
+confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 {
-	RLCommand	cmd;
-	RLReply    *r = NULL;
-	char		nreplicas[16];
-	char		timeout[16];
+	const RLReply *r = a->wait;
 	int32		keep = target - 1;
 	int64		before;
-	const char *key = ll->name;
 
-	memset(&cmd, 0, sizeof(cmd));
-	snprintf(nreplicas, sizeof(nreplicas), "%d", rl_sync_replicas);
-	snprintf(timeout, sizeof(timeout), "%d", Max(rl_command_timeout * 3 / 4, 1));
-	cmd.argc = 3;
-	cmd.argv[0] = "WAIT";
-	cmd.argv[1] = nreplicas;
-	cmd.argv[2] = timeout;
-	for (int i = 0; i < 3; i++)
-		cmd.argvlen[i] = strlen(cmd.argv[i]);
-	if (rl_run_cmds(1, &cmd, &key, &r) &&
-		r->type == REDIS_REPLY_INTEGER && r->integer >= rl_sync_replicas)
+	Assert(r != NULL);
+	if (r->type == REDIS_REPLY_INTEGER && r->integer >= rl_sync_replicas)
 		return;
 
 	mark_dirty(ll);
@@ -947,10 +980,10 @@ confirm_on_replicas(LocalLock *ll, int32 target)
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("redis lock \"%s\" was not confirmed by %d replicas",
 					ll->name, rl_sync_replicas),
-			 r != NULL && r->type == REDIS_REPLY_INTEGER ?
-			 errdetail("Only %lld replicas acknowledged it within %s ms; the lock was given back.",
-					   r->integer, timeout) :
-			 errdetail("%s", rl_cmd_conn.errmsg),
+			 r->type == REDIS_REPLY_INTEGER ?
+			 errdetail("Only %lld replicas acknowledged it within %d ms; the lock was given back.",
+					   r->integer, replica_wait_ms()) :
+			 errdetail("WAIT failed: %s; the lock was given back.", r->str),
 			 errhint("Check the replicas of the redis server, or lower redislock.sync_replicas.")));
 }
 
@@ -968,7 +1001,7 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 		(req->wait_ms == 0 || !wait_for_lock(ll, req, lease_ms, target, &a)))
 		return false;
 	if (rl_sync_replicas > 0 && rl_mode() != RL_MODE_REDLOCK)
-		confirm_on_replicas(ll, target);
+		confirm_on_replicas(ll, target, &a);
 	record_hold(ll, req, lease_ms, &a);
 	return true;
 }

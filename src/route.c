@@ -327,6 +327,7 @@ redirect_target(const char *err, int *slot)
 typedef struct Pending
 {
 	int			index;			/* into the caller's commands */
+	int			ncmds;			/* it and the keyless ones that ride with it */
 	int			slot;
 	int			ask_node;		/* -1, or the node an ASK sent it to */
 	int			redirects;
@@ -348,10 +349,13 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 	int		  **origin = palloc0(sizeof(int *) * MAX_CLUSTER_NODES);
 	int			nbatches = 0;
 	int			left = 0;
+	int			room = 0;
 	bool		ok = true;
 
 	for (int i = 0; i < MAX_CLUSTER_NODES; i++)
 		batch_of[i] = -1;
+	for (int p = 0; p < npending; p++)
+		room += pending[p].ncmds + 1;	/* + ASKING */
 	for (int p = 0; p < npending; p++)
 	{
 		int			node = pending[p].ask_node >= 0 ? pending[p].ask_node :
@@ -368,9 +372,9 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 		{
 			batch_of[node] = nbatches;
 			batches[nbatches].conn = cluster_nodes[node];
-			batches[nbatches].cmds = palloc0(sizeof(RLCommand) * npending * 2);
-			batches[nbatches].replies = palloc(sizeof(RLReply *) * npending * 2);
-			origin[nbatches] = palloc(sizeof(int) * npending * 2);
+			batches[nbatches].cmds = palloc0(sizeof(RLCommand) * room);
+			batches[nbatches].replies = palloc(sizeof(RLReply *) * room);
+			origin[nbatches] = palloc(sizeof(int) * room);
 			nbatches++;
 		}
 		b = &batches[batch_of[node]];
@@ -381,8 +385,11 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 			rl_set_arg(asking, "ASKING", 6);
 			origin[batch_of[node]][b->ncmds++] = -1;
 		}
-		((RLCommand *) b->cmds)[b->ncmds] = cmds[pending[p].index];
-		origin[batch_of[node]][b->ncmds++] = p;
+		for (int c = 0; c < pending[p].ncmds; c++)
+		{
+			((RLCommand *) b->cmds)[b->ncmds] = cmds[pending[p].index + c];
+			origin[batch_of[node]][b->ncmds++] = c == 0 ? p : -1;
+		}
 	}
 
 	(void) rl_exec_parallel(nbatches, batches, until, nbatches);
@@ -446,7 +453,8 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 					map_loaded = false;
 			}
 			else
-				replies[pd->index] = r;
+				for (int c = 0; c < pd->ncmds; c++)
+					replies[pd->index + c] = b->replies[k + c];
 		}
 	}
 	memcpy(pending, next, sizeof(Pending) * left);
@@ -457,21 +465,31 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 /*
  * Runs cmds on the cluster, each on the node serving keys[i], following
  * MOVED and ASK, and retrying every RETRY_MS while nodes fail over or the
- * cluster is down, until redislock.command_timeout.
+ * cluster is down, until redislock.command_timeout. A command whose key is
+ * NULL rides with the command before it: same node, same pipeline, and
+ * sent again with it whenever that one is redirected or retried.
  */
 static bool
 cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **replies)
 {
 	Pending    *pending = palloc(sizeof(Pending) * Max(n, 1));
-	int			npending = n;
+	int			npending = 0;
 	TimestampTz until = rl_command_deadline();
 
+	Assert(n == 0 || keys[0] != NULL);
 	for (int i = 0; i < n; i++)
 	{
-		pending[i].index = i;
-		pending[i].slot = key_slot(keys[i]);
-		pending[i].ask_node = -1;
-		pending[i].redirects = 0;
+		if (keys[i] == NULL)
+		{
+			pending[npending - 1].ncmds++;
+			continue;
+		}
+		pending[npending].index = i;
+		pending[npending].ncmds = 1;
+		pending[npending].slot = key_slot(keys[i]);
+		pending[npending].ask_node = -1;
+		pending[npending].redirects = 0;
+		npending++;
 	}
 	rl_cmd_conn.failure = RLF_NONE;
 	while (npending > 0)
@@ -551,6 +569,33 @@ rl_run_cmds(int n, const RLCommand *cmds, const char *const *keys, RLReply **rep
 	if (rl_mode() == RL_MODE_CLUSTER)
 		return cluster_exec(n, cmds, keys, replies);
 	return rl_exec(&rl_cmd_conn, n, cmds, replies);
+}
+
+/*
+ * Runs script e and then the keyless command then in one pipeline on the
+ * connection that serves e's key, and fills replies[0] and replies[1]. The
+ * two are never separated: a retry on a new connection or a new master, or
+ * after a cluster redirection, sends both again, so that then (a WAIT) always
+ * follows the script's writes on the connection that made them. A script
+ * Redis has forgotten is sent again as EVAL, with then after it.
+ */
+bool
+rl_run_then(const RLEval *e, const RLCommand *then, RLReply **replies)
+{
+	RLCommand	cmds[2];
+	const char *keys[2] = {e->keys[0], NULL};
+
+	Assert(rl_mode() != RL_MODE_REDLOCK);
+	for (int body = 0; body < 2; body++)
+	{
+		rl_build_eval(&cmds[0], e, body == 1);
+		cmds[1] = *then;
+		if (!rl_run_cmds(2, cmds, keys, replies))
+			return false;
+		if (!rl_is_noscript(replies[0]))
+			break;
+	}
+	return true;
 }
 
 /*

@@ -31,6 +31,8 @@ extern bool rl_run_cmds_agreed(int n, const RLCommand *cmds,
 							   RLReply **replies);
 extern bool rl_run_cmds(int n, const RLCommand *cmds, const char *const *keys,
 						RLReply **replies);
+extern bool rl_run_then(const RLEval *e, const RLCommand *then,
+						RLReply **replies);
 extern bool rl_route_subscribe(const char *channel);
 
 extern int	rl_redlock_size(void);
