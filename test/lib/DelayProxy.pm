@@ -1,4 +1,4 @@
-# A userspace TCP delay proxy for the benchmarks (bench/modes_rtt.pl): one
+# A userspace TCP delay proxy for the benchmarks (bench/modes_rtt.pl) and tests: one
 # process, any number of listening ports, each forwarding to a target port on
 # 127.0.0.1. Every chunk read from either side of a connection is written to
 # the other side a fixed delay after it was read, so a request/reply pair
@@ -12,7 +12,7 @@
 # chunk, so the queue is in due order by construction).
 #
 # Run as a program:
-#   perl bench/DelayProxy.pm DELAY_MS LISTEN_PORT:TARGET_PORT ...
+#   perl test/lib/DelayProxy.pm DELAY_MS LISTEN_PORT:TARGET_PORT ...
 # It prints "ready" once all ports listen. Commands on stdin, one a line,
 # each answered by one line on stdout:
 #   delay MS   set the one-way delay (applies to chunks read from now on)
