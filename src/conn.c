@@ -520,10 +520,24 @@ ms_until(TimestampTz until)
 	return (long) Min((until - now + 999) / 1000, (TimestampTz) INT_MAX);
 }
 
+/*
+ * When set, nothing this process does with Redis may wait past it: cleanup
+ * paths run with interrupts held, and must end soon whatever the timeouts.
+ */
+static TimestampTz wait_limit = 0;
+
+void
+rl_limit_waits(int ms)
+{
+	wait_limit = ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms) : 0;
+}
+
 static TimestampTz
 after_ms(int ms)
 {
-	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	TimestampTz t = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+
+	return wait_limit != 0 ? Min(t, wait_limit) : t;
 }
 
 /*
