@@ -273,7 +273,7 @@ define_settings(void)
 							"How long to wait for a connection to Redis.",
 							NULL,
 							&rl_connect_timeout,
-							2000, 1, INT_MAX,
+							2000, 1, RL_MAX_CONNECT_TIMEOUT_MS,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -281,7 +281,7 @@ define_settings(void)
 							"How long to wait for Redis to answer one request.",
 							"A call that times out fails with an error; it never waits longer.",
 							&rl_command_timeout,
-							5000, 1, INT_MAX,
+							5000, 1, RL_MAX_COMMAND_TIMEOUT_MS,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
