@@ -29,6 +29,7 @@
 
 extern char *rl_url;
 extern char *rl_password;
+extern char *rl_password_file;
 extern char *rl_sentinels;
 extern char *rl_sentinel_master;
 extern char *rl_sentinel_password;
