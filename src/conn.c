@@ -27,6 +27,7 @@
 
 #include "conn.h"
 #include "redislock.h"
+#include "secrets.h"
 
 /* Where to connect, parsed from redislock.url. */
 typedef struct RLServer
@@ -428,6 +429,14 @@ load_server(void)
 	}
 	if (rl_password && rl_password[0] != '\0')
 		strlcpy(server.password, rl_password, sizeof(server.password));
+	else if (rl_password_file && rl_password_file[0] != '\0' &&
+			 !rl_read_password_file(server.password, sizeof(server.password),
+									server_problem, sizeof(server_problem)))
+	{
+		/* read it again on next use: the file may get fixed */
+		server_generation = 0;
+		return;
+	}
 	switch (server_mode)
 	{
 		case RL_MODE_SINGLE:
