@@ -9,6 +9,7 @@ OBJS = \
 	src/registry.o \
 	src/route.o \
 	src/scripts.o \
+	src/secrets.o \
 	src/sqlapi.o \
 	src/views.o \
 	src/worker.o

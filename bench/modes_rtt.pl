@@ -1,7 +1,7 @@
 # Workload 7b: deployment modes with an emulated network round trip.
 # bench/modes.pl runs every Redis server on this machine with no network in
 # between, so the CPU of N servers sets what a Redlock round costs. Here a
-# userspace TCP delay proxy (bench/DelayProxy.pm, one process for all
+# userspace TCP delay proxy (test/lib/DelayProxy.pm, one process for all
 # servers) sits between PostgreSQL and each redis-server and holds every chunk
 # a fixed one-way delay D in each direction, so each request/reply pays an
 # emulated round trip RTT = 2 D (Linux netem is not available here). The
@@ -64,7 +64,7 @@ $pport{ $_->port } = RedisLockTest::free_port() for $single, $rl3->nodes, $rl5->
 my ($pin, $pout, $perr) = ('', '', '');
 my $pto = IPC::Run::timeout(60);
 my $proxy = IPC::Run::start(
-	[ 'perl', "$FindBin::Bin/DelayProxy.pm", $d_ms, map { "$pport{$_}:$_" } sort keys %pport ],
+	[ 'perl', "$FindBin::Bin/../test/lib/DelayProxy.pm", $d_ms, map { "$pport{$_}:$_" } sort keys %pport ],
 	\$pin, \$pout, \$perr, $pto);
 my $proxy_pid = $proxy->{KIDS}[0]{PID};
 END { if ($proxy) { $pin .= "quit\n"; eval { $pto->start(10); $proxy->finish }; eval { $proxy->kill_kill }; } }
@@ -257,7 +257,7 @@ open my $fh, '>', $out or die;
 print $fh <<"MD";
 ## 7b. Deployment modes with an emulated network round trip (single, Redlock over 3 and 5 masters)
 
-Command: `bash bench/run.sh modes_rtt` (bench/modes_rtt.pl, proxy bench/DelayProxy.pm),
+Command: `bash bench/run.sh modes_rtt` (bench/modes_rtt.pl, proxy test/lib/DelayProxy.pm),
 REDISLOCK_BENCH_RTT_MS=$rtt_ms, $rounds rounds of $loop_n pairs per loop, per mode and per delay
 (loops took @{[ sprintf('%.0f', $t_loop) ]} s).
 @{[ BenchLib::machine($node, $single) ]}
@@ -265,7 +265,7 @@ Load average (1/5/15 min) when this workload started: $load0; when it ended: $lo
 
 **The network round trip here is emulated, not real**: every server is a
 redis-server on 127.0.0.1 of this one machine, and a userspace TCP proxy
-written in Perl (bench/DelayProxy.pm, one process for all servers, a select()
+written in Perl (test/lib/DelayProxy.pm, one process for all servers, a select()
 loop and a first-in-first-out timer queue) sits in front of each of them. It
 holds every chunk it reads, from either side, for a fixed one-way delay
 D = $d_ms ms before writing it on, keeping the order per connection: each

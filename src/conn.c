@@ -27,6 +27,7 @@
 
 #include "conn.h"
 #include "redislock.h"
+#include "secrets.h"
 
 /* Where to connect, parsed from redislock.url. */
 typedef struct RLServer
@@ -428,6 +429,14 @@ load_server(void)
 	}
 	if (rl_password && rl_password[0] != '\0')
 		strlcpy(server.password, rl_password, sizeof(server.password));
+	else if (rl_password_file && rl_password_file[0] != '\0' &&
+			 !rl_read_password_file(server.password, sizeof(server.password),
+									server_problem, sizeof(server_problem)))
+	{
+		/* read it again on next use: the file may get fixed */
+		server_generation = 0;
+		return;
+	}
 	switch (server_mode)
 	{
 		case RL_MODE_SINGLE:
@@ -520,10 +529,24 @@ ms_until(TimestampTz until)
 	return (long) Min((until - now + 999) / 1000, (TimestampTz) INT_MAX);
 }
 
+/*
+ * When set, nothing this process does with Redis may wait past it: cleanup
+ * paths run with interrupts held, and must end soon whatever the timeouts.
+ */
+static TimestampTz wait_limit = 0;
+
+void
+rl_limit_waits(int ms)
+{
+	wait_limit = ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms) : 0;
+}
+
 static TimestampTz
 after_ms(int ms)
 {
-	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	TimestampTz t = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+
+	return wait_limit != 0 ? Min(t, wait_limit) : t;
 }
 
 /*

@@ -125,6 +125,7 @@ extern bool rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies);
 extern int	rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until,
 							 int enough);
 extern TimestampTz rl_command_deadline(void);
+extern void rl_limit_waits(int ms);
 extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
 extern bool rl_is_noscript(const RLReply *r);
 extern bool rl_is_not_lock(const RLReply *r);

@@ -7,7 +7,12 @@
  * local table mirrors it. Every script takes the hold count we want Redis to
  * have rather than a +1/-1, so a call whose reply was lost can be repeated.
  * When a call fails half-way the lock is marked "dirty" and the next call of
- * this session, or its exit, trims Redis back to the local count.
+ * this session, or its exit, trims Redis back to the local count; a session
+ * that stays idle after such a failure hands that trim to the worker.
+ *
+ * What runs after COMMIT, at abort and at exit must not throw and must not
+ * wait long: it is bounded by CLEANUP_MS whatever the settings, and an
+ * ending session hands its locks to the worker before it talks to Redis.
  *
  * src/lock.c
  */
@@ -33,6 +38,14 @@
 #include "route.h"
 #include "scripts.h"
 
+/*
+ * The longest a cleanup path (after COMMIT, at abort, at exit) may wait for
+ * Redis in all, whatever redislock.connect_timeout and command_timeout say:
+ * it runs with interrupts held, so it must not make a backend unkillable.
+ * What it cannot finish is left to the next call or to the worker.
+ */
+#define CLEANUP_MS 2000
+
 /* What this session holds of one lock. */
 typedef struct LocalLock
 {
@@ -41,6 +54,9 @@ typedef struct LocalLock
 	int32		xact_holds;
 	bool		dirty;			/* Redis may hold more than we count */
 	bool		queued;			/* we may still stand in its fair queue */
+	bool		releasing;		/* a release of one hold may or may not have
+								 * been applied (its reply was lost) */
+	bool		unsettled;		/* the worker was told to settle it */
 	bool		watchdog;
 	bool		fair;
 	int64		lease_ms;
@@ -48,6 +64,7 @@ typedef struct LocalLock
 	TimestampTz acquired_at;
 	int			slot;			/* in the shared registry, -1 if none */
 	uint32		generation;		/* of that slot */
+	uint32		epoch;			/* of our hold in that slot */
 	int			masters;		/* Redlock: masters that granted it */
 } LocalLock;
 
@@ -155,9 +172,10 @@ local_find(const char *name)
  * Finds or creates the entry of a lock. A new entry gets its shared slot
  * first, so that a full table fails before anything reaches Redis; one
  * session may only have so many, so that it cannot take the whole table.
+ * The slot knows the lease asked for, in case the outcome is never learnt.
  */
 static LocalLock *
-local_get(const char *name)
+local_get(const char *name, int64 lease_ms)
 {
 	LocalLock  *ll = local_find(name);
 	uint32		generation = 0;
@@ -172,12 +190,15 @@ local_get(const char *name)
 				 errdetail("This session already holds or waits for %ld distinct redis locks; redislock.max_locks_per_session is %d.",
 						   hash_get_num_entries(local_locks), rl_max_locks_per_session),
 				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
-	slot = rl_registry_reserve(name, rl_owner_id(), &generation);
+	slot = rl_registry_reserve(name, rl_owner_id(), lease_ms, &generation);
 	ll = hash_search(local_locks, name, HASH_ENTER, NULL);
 	ll->session_holds = 0;
 	ll->xact_holds = 0;
 	ll->dirty = false;
 	ll->queued = false;
+	ll->releasing = false;
+	ll->unsettled = false;
+	ll->epoch = 0;
 	ll->watchdog = false;
 	ll->fair = false;
 	ll->lease_ms = 0;
@@ -199,7 +220,7 @@ forget_if_unused(LocalLock *ll)
 {
 	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
 	{
-		rl_registry_free(ll->slot);
+		rl_registry_free(ll->slot, ll->generation);
 		hash_search(local_locks, ll->name, HASH_REMOVE, NULL);
 	}
 }
@@ -222,7 +243,7 @@ publish(LocalLock *ll, bool fresh, bool renewed)
 	info.fresh = fresh;
 	info.renewed = renewed;
 	info.masters = (int16) ll->masters;
-	rl_registry_publish(ll->slot, &info);
+	ll->epoch = rl_registry_publish(ll->slot, &info);
 }
 
 /* Sets ll's flags, keeping count of entries that need settling. */
@@ -312,12 +333,12 @@ rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
 
 /*
  * Fills e with a call of renew.lua: the watchdog's renewal of one hold.
- * With Redlock, holds is given so that a master that lost the hold while
- * the lock is free there gets it back.
+ * With restore (Redlock), a master that lost the hold while the lock is
+ * free there gets it back with holds.
  */
 void
 rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
-			  int32 holds)
+			  int32 holds, bool restore)
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_renew;
@@ -326,7 +347,7 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
 	e->nargs = 2;
 	e->args[0] = int64_arg(lease_ms);
 	e->args[1] = owner;
-	if (rl_mode() == RL_MODE_REDLOCK)
+	if (restore)
 	{
 		e->nargs = 3;
 		e->args[2] = int64_arg(Max(holds, 1));
@@ -346,10 +367,19 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
+	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
 
 	for (int i = 0; i < n; i++)
+	{
+		/* only Redlock restores holds, only unsettled locks are trimmed */
+		if (redlock || locks[i]->unsettled)
+			rl_registry_begin_io(locks[i]->slot,
+								 keep[i] == 0 || keep[i] < total_holds(locks[i]),
+								 rl_command_deadline());
+		locks[i]->unsettled = false;
 		rl_release_eval(&evals[i], locks[i]->name, rl_owner_id(), keep[i],
 						locks[i]->queued);
+	}
 	if (!rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
@@ -399,7 +429,7 @@ settle_locks(int n, LocalLock **locks, bool quiet)
 		ereport(WARNING,
 				(errmsg("could not release redis locks of this session: %s",
 						rl_cmd_conn.errmsg),
-				 errdetail("They are released on the next call of this session or expire when their lease ends.")));
+				 errdetail("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
 		return false;
 	}
 	for (int i = 0; i < n; i++)
@@ -429,17 +459,68 @@ settle(bool quiet)
 	(void) settle_locks(n, locks, quiet);
 }
 
-/* settle_locks() from a path that must not throw: abort, commit, exit. */
+/*
+ * Tells the worker which locks this session leaves unsettled on its way
+ * back to the client: an idle session (a pooled one, say) may not call
+ * again for long, and the lock would stay held in Redis until then.
+ */
+static void
+hand_unsettled_to_worker(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *ll;
+
+	if (npending == 0)
+		return;
+	hash_seq_init(&seq, local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+		if ((ll->dirty || ll->queued) && !ll->unsettled && ll->slot >= 0)
+		{
+			rl_registry_set_unsettled(ll->slot, ll->generation);
+			ll->unsettled = true;
+		}
+}
+
+/*
+ * settle_locks() from a path that must not throw and must not wait long:
+ * after COMMIT (where an ERROR would be a PANIC), at abort, at exit. Redis
+ * gets CLEANUP_MS at most; an error is reported as a WARNING, and what is
+ * left unsettled goes to the worker. At exit an ERROR would become FATAL
+ * before it could be caught, which is why the exit path has handed its
+ * locks to the worker before calling this.
+ */
 static void
 settle_locks_quietly(int n, LocalLock **locks)
 {
 	MemoryContext old;
+	int			holdoff = InterruptHoldoffCount;
 
 	HOLD_INTERRUPTS();
 	old = MemoryContextSwitchTo(cleanup_context);
-	(void) settle_locks(n, locks, true);
+	rl_limit_waits(CLEANUP_MS);
+	PG_TRY();
+	{
+		(void) settle_locks(n, locks, true);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cleanup_context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		InterruptHoldoffCount = holdoff + 1;
+		ereport(WARNING,
+				(errmsg("could not release redis locks of this session: %s",
+						edata->message),
+				 errdetail("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
+	}
+	PG_END_TRY();
+	rl_limit_waits(0);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(cleanup_context);
+	if (!proc_exit_inprogress)
+		hand_unsettled_to_worker();
 	RESUME_INTERRUPTS();
 }
 
@@ -461,11 +542,20 @@ release_at_exit(int code, Datum arg)
 	LocalLock **locks;
 	int			n = 0;
 
-	if (local_locks == NULL)
+	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
 		return;
 	nxact_holds = 0;
+
+	/*
+	 * The worker's first: whatever goes wrong below (an ERROR here is a
+	 * FATAL), no slot is left looking held by a live session.
+	 */
+	hash_seq_init(&seq, local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+		rl_registry_orphan(ll->slot, ll->generation);
+
 	locks = MemoryContextAlloc(cleanup_context,
-							   sizeof(LocalLock *) * Max(hash_get_num_entries(local_locks), 1));
+							   sizeof(LocalLock *) * hash_get_num_entries(local_locks));
 	hash_seq_init(&seq, local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 	{
@@ -477,9 +567,8 @@ release_at_exit(int code, Datum arg)
 	settle_locks_quietly(n, locks);
 
 	/* What is still here could not be released: the worker takes over. */
-	hash_seq_init(&seq, local_locks);
-	while ((ll = hash_seq_search(&seq)) != NULL)
-		rl_registry_orphan(ll->slot);
+	if (hash_get_num_entries(local_locks) > 0)
+		rl_registry_wake_worker();
 }
 
 /*
@@ -815,8 +904,10 @@ leave_queue_quietly(LocalLock *ll)
 		return;
 	HOLD_INTERRUPTS();
 	old = MemoryContextSwitchTo(cleanup_context);
+	rl_limit_waits(CLEANUP_MS);
 	if (trim_in_redis(1, &ll, &keep, &before, true))
 		set_flags(ll, ll->dirty, false);
+	rl_limit_waits(0);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(cleanup_context);
 	RESUME_INTERRUPTS();
@@ -995,6 +1086,9 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
 	int32		target = total_holds(ll) + 1;
 
+	if (target > 1 && lease_ms > ll->lease_ms)
+		rl_registry_attempt(ll->slot, lease_ms);
+
 	attempt(ll, lease_ms, target, req->fair,
 			req->fair && req->wait_ms != 0, &a);
 	if (!a.acquired &&
@@ -1028,7 +1122,8 @@ rl_lock_acquire(const RLAcquireRequest *req)
 	register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)
 		reserve_xact_hold();
-	ll = local_get(req->name);
+	ll = local_get(req->name,
+				   req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout);
 
 	/* An entry created for nothing must not keep its shared slot. */
 	PG_TRY();
@@ -1052,6 +1147,7 @@ rl_lock_release(const char *name)
 	LocalLock  *ll = local_find(name);
 	int32		keep;
 	int64		before;
+	bool		again;
 
 	if (ll == NULL || ll->session_holds == 0)
 	{
@@ -1066,9 +1162,20 @@ rl_lock_release(const char *name)
 	}
 	settle(false);
 	keep = total_holds(ll) - 1;
+
+	/*
+	 * Until the reply is in, Redis may or may not have applied the release.
+	 * If it never comes, the caller gets an ERROR and may well repeat the
+	 * call: finding the hold gone then means the first call released it.
+	 */
+	again = ll->releasing;
+	mark_dirty(ll);
+	ll->releasing = true;
 	if (!trim_in_redis(1, &ll, &keep, &before, false))
 		rl_report(&rl_cmd_conn, ERROR);
-	if (before == 0)
+	set_flags(ll, false, ll->queued);
+	ll->releasing = false;
+	if (before == 0 && !again)
 	{
 		ll->session_holds = 0;
 		forget_if_unused(ll);
@@ -1108,11 +1215,13 @@ rl_lock_release_all(void)
 			continue;
 		keep[n] = ll->xact_holds;
 		locks[n++] = ll;
+		mark_dirty(ll);			/* until the reply is in */
 	}
 	if (n > 0 && !trim_in_redis(n, locks, keep, before, false))
 		rl_report(&rl_cmd_conn, ERROR);
 	for (int i = 0; i < n; i++)
 	{
+		set_flags(locks[i], false, locks[i]->queued);
 		if (before[i] > 0)
 		{
 			released++;
@@ -1460,7 +1569,8 @@ verify_before_commit(void)
 		if (replies[i]->integer == 1)
 			continue;
 		if (held[i]->slot >= 0 &&
-			rl_registry_mark_lost(held[i]->slot, held[i]->generation))
+			rl_registry_mark_lost(held[i]->slot, held[i]->generation,
+								  held[i]->epoch))
 			rl_stat_add(RL_STAT_LOST, 1);
 		lost_before_commit(held[i]);
 	}
@@ -1484,6 +1594,7 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 			if (nxact_holds > 0)
 				end_xact_holds(InvalidSubTransactionId);
+			hand_unsettled_to_worker();
 			break;
 		default:
 			break;
@@ -1499,6 +1610,7 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		case SUBXACT_EVENT_ABORT_SUB:
 			if (nxact_holds > 0)
 				end_xact_holds(mySubid);
+			hand_unsettled_to_worker();
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			for (int i = 0; i < nxact_holds; i++)

@@ -54,7 +54,8 @@ extern void rl_lock_init(void);
 extern void rl_release_eval(struct RLEval *e, const char *name,
 							const char *owner, int32 keep, bool leave);
 extern void rl_renew_eval(struct RLEval *e, const char *name,
-						  const char *owner, int64 lease_ms, int32 holds);
+						  const char *owner, int64 lease_ms, int32 holds,
+						  bool restore);
 extern bool rl_lock_acquire(const RLAcquireRequest *req);
 extern bool rl_lock_release(const char *name);
 extern int	rl_lock_release_all(void);

@@ -10,9 +10,7 @@
 #include <limits.h>
 
 #include "fmgr.h"
-#include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "tcop/tcopprot.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
@@ -20,19 +18,21 @@
 #include "lock.h"
 #include "redislock.h"
 #include "registry.h"
+#include "secrets.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
 
 char	   *rl_url = NULL;
 char	   *rl_password = NULL;
+char	   *rl_password_file = NULL;
 char	   *rl_sentinels = NULL;
 char	   *rl_sentinel_master = NULL;
 char	   *rl_sentinel_password = NULL;
 char	   *rl_cluster_nodes = NULL;
 char	   *rl_redlock_nodes = NULL;
 int			rl_cluster_pubsub = RL_PUBSUB_SHARDED;
-int			rl_redlock_drift = 2;
+int			rl_redlock_drift = 10;
 int			rl_connect_timeout = 2000;
 int			rl_command_timeout = 5000;
 int			rl_watchdog_timeout = 30000;
@@ -43,7 +43,6 @@ int			rl_token_ttl = RL_TOKEN_TTL_DEFAULT;
 int			rl_max_locks_per_session = 1000;
 uint64		rl_settings_generation = 1;
 
-static emit_log_hook_type prev_emit_log_hook = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -89,96 +88,6 @@ assign_pubsub_setting(int newval, void *extra)
 	rl_settings_generation++;
 }
 
-/*
- * Copies msg, replacing the password of every "scheme://user:password@" in
- * it with "***".
- */
-static char *
-mask_url_passwords(const char *msg)
-{
-	StringInfoData out;
-	const char *p = msg;
-
-	initStringInfo(&out);
-	for (;;)
-	{
-		const char *scheme = strstr(p, "://");
-		const char *auth;
-		const char *at;
-		const char *colon;
-
-		if (scheme == NULL)
-			break;
-		auth = scheme + 3;
-		at = auth + strcspn(auth, "@/\" ");
-		colon = memchr(auth, ':', at - auth);
-		if (*at != '@' || colon == NULL)
-		{
-			appendBinaryStringInfo(&out, p, auth - p);
-			p = auth;
-			continue;
-		}
-		appendBinaryStringInfo(&out, p, colon + 1 - p);
-		appendStringInfoString(&out, "***");
-		p = at;
-	}
-	appendStringInfoString(&out, p);
-	return out.data;
-}
-
-/*
- * Copies msg with the first quoted string after needle (itself possibly
- * quoted) replaced by "***".
- */
-static char *
-mask_quoted_after(const char *msg, const char *needle)
-{
-	const char *name = strstr(msg, needle);
-	const char *open;
-	const char *close;
-
-	if (name == NULL)
-		return pstrdup(msg);
-	open = name + strlen(needle);
-	if (*open == '"')			/* the quote closing a quoted name */
-		open++;
-	open += strcspn(open, "'\"");
-	if (*open == '\0')
-		return pstrdup(msg);
-	close = strchr(open + 1, *open);
-	return psprintf("%.*s***%s", (int) (open + 1 - msg), msg,
-					close ? close : "");
-}
-
-static bool
-mentions_secret(const char *text)
-{
-	return text != NULL &&
-		(strstr(text, "redislock.password") != NULL ||
-		 strstr(text, "redislock.sentinel_password") != NULL ||
-		 (strstr(text, "redislock.url") != NULL && strchr(text, '@') != NULL));
-}
-
-/*
- * PostgreSQL logs every changed setting on reload, value included, quotes
- * rejected values in errors, and may log statements. Hide the value of
- * redislock.password and the password inside redislock.url wherever a
- * message mentions them, and leave out the statement text of such reports.
- */
-static void
-redact_secrets(ErrorData *edata)
-{
-	if (mentions_secret(edata->message))
-		edata->message =
-			mask_quoted_after(mask_quoted_after(mask_url_passwords(edata->message),
-												"redislock.password"),
-							  "redislock.sentinel_password");
-	if (mentions_secret(debug_query_string))
-		edata->hide_stmt = true;
-	if (prev_emit_log_hook)
-		prev_emit_log_hook(edata);
-}
-
 static void
 shmem_request(void)
 {
@@ -204,15 +113,23 @@ define_settings(void)
 							   &rl_url,
 							   "redis://127.0.0.1:6379",
 							   PGC_SUSET,
-							   GUC_SUPERUSER_ONLY,
-							   check_url, assign_connection_setting, NULL);
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   check_url, assign_connection_setting, rl_show_url);
 	DefineCustomStringVariable("redislock.password",
-							   "Password for the Redis server; overrides one in redislock.url.",
+							   "Password for the Redis server; overrides redislock.password_file and one in redislock.url.",
 							   NULL,
 							   &rl_password,
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, assign_connection_setting, rl_show_password);
+	DefineCustomStringVariable("redislock.password_file",
+							   "File whose first line is the password for the Redis server.",
+							   "Used when redislock.password is empty; overrides a password in redislock.url. The file must be owned by the server's user, with permissions u=rw (0600) or less.",
+							   &rl_password_file,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
 							   NULL, assign_connection_setting, NULL);
 	DefineCustomStringVariable("redislock.sentinels",
 							   "Redis Sentinels that name the master, as host:port,host:port,...",
@@ -237,7 +154,7 @@ define_settings(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   NULL, assign_connection_setting, NULL);
+							   NULL, assign_connection_setting, rl_show_sentinel_password);
 	DefineCustomStringVariable("redislock.cluster_nodes",
 							   "Seed nodes of a Redis Cluster, as host:port,host:port,...",
 							   "When set, locks live in the cluster: each on the node serving its hash slot, found from these.",
@@ -275,7 +192,7 @@ define_settings(void)
 							"How long to wait for a connection to Redis.",
 							NULL,
 							&rl_connect_timeout,
-							2000, 1, INT_MAX,
+							2000, 1, RL_MAX_CONNECT_TIMEOUT_MS,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -283,7 +200,7 @@ define_settings(void)
 							"How long to wait for Redis to answer one request.",
 							"A call that times out fails with an error; it never waits longer.",
 							&rl_command_timeout,
-							5000, 1, INT_MAX,
+							5000, 1, RL_MAX_COMMAND_TIMEOUT_MS,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -362,8 +279,7 @@ _PG_init(void)
 		rl_worker_register();
 	}
 
-	prev_emit_log_hook = emit_log_hook;
-	emit_log_hook = redact_secrets;
+	rl_secrets_init();
 
 	rl_lock_init();
 }

@@ -16,6 +16,14 @@
 /* Longest fixed lease: 100 years, counted as interval does (30-day months). */
 #define RL_MAX_LEASE_MS (INT64CONST(100) * 12 * 30 * 24 * 3600 * 1000)
 
+/*
+ * Bounds of redislock.connect_timeout and redislock.command_timeout
+ * (documented in README): a session may choose its timeouts, but no choice
+ * makes one connection attempt or request wait for hours.
+ */
+#define RL_MAX_CONNECT_TIMEOUT_MS (60 * 1000)
+#define RL_MAX_COMMAND_TIMEOUT_MS (5 * 60 * 1000)
+
 /* Owner ids are "<36-char uuid>:<session number>". */
 #define RL_OWNER_MAX 64
 
@@ -24,6 +32,7 @@
 
 extern char *rl_url;
 extern char *rl_password;
+extern char *rl_password_file;
 extern char *rl_sentinels;
 extern char *rl_sentinel_master;
 extern char *rl_sentinel_password;

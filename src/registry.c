@@ -7,17 +7,30 @@
  * Owner ids are "<instance id>:<session number>". The instance id is drawn
  * anew whenever shared memory is (re)initialised, so after a crash-restart no
  * new session can reuse the owner id of a dead one; the counter never reuses
- * a number while the server runs, unlike PIDs.
+ * a number while the server runs, unlike PIDs. Each process slot (PGPROC)
+ * records the session number of the backend using it, so the worker can tell
+ * whether the holder of a slot is still alive.
+ *
+ * The worker works from copies of the slots without holding the lock. Where
+ * its request could undo a session's (restoring a Redlock hold, trimming a
+ * hold of unknown outcome), it first claims the slot (worker_busy), and the
+ * session waits for that claim to end before it sends a release itself:
+ * the two requests then reach Redis in that order.
  *
  * src/registry.c
  */
 #include "postgres.h"
 
+#include "access/twophase.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
@@ -29,7 +42,10 @@ typedef struct RegistryShared
 	pg_atomic_uint64 next_session;
 	pg_atomic_uint64 stats[RL_STAT_COUNT];
 	LWLock	   *lock;			/* guards everything below */
+	ConditionVariable worker_done;	/* a claim of the worker ended */
 	Latch	   *worker_latch;
+	pg_atomic_uint32 worker_called;	/* a session woke the worker since its
+									 * last snapshot */
 	TimestampTz worker_wake;	/* when the worker plans to look next */
 	int			free_head;
 	int			nslots;
@@ -39,6 +55,8 @@ typedef struct RegistryShared
 int			rl_max_locks = 4096;
 
 static RegistryShared *shared = NULL;
+static uint64 *proc_sessions = NULL;	/* by pgprocno: session number or 0 */
+static uint64 my_session = 0;
 
 static Size
 registry_size(void)
@@ -47,10 +65,18 @@ registry_size(void)
 					mul_size(sizeof(RLSlot), rl_max_locks));
 }
 
+/* Every PGPROC, as ProcGlobal counts them. */
+static int
+total_procs(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
 void
 rl_registry_request(void)
 {
 	RequestAddinShmemSpace(registry_size());
+	RequestAddinShmemSpace(mul_size(sizeof(uint64), total_procs()));
 	RequestNamedLWLockTranche("redislock", 1);
 }
 
@@ -86,7 +112,9 @@ rl_registry_startup(void)
 		for (int i = 0; i < RL_STAT_COUNT; i++)
 			pg_atomic_init_u64(&shared->stats[i], 0);
 		shared->lock = &(GetNamedLWLockTranche("redislock"))->lock;
+		ConditionVariableInit(&shared->worker_done);
 		shared->worker_latch = NULL;
+		pg_atomic_init_u32(&shared->worker_called, 0);
 		shared->worker_wake = DT_NOEND;
 		shared->nslots = rl_max_locks;
 		for (int i = 0; i < rl_max_locks; i++)
@@ -96,7 +124,19 @@ rl_registry_startup(void)
 		}
 		shared->free_head = rl_max_locks > 0 ? 0 : -1;
 	}
+	proc_sessions = ShmemInitStruct("redislock sessions",
+									sizeof(uint64) * total_procs(), &found);
+	if (!found)
+		memset(proc_sessions, 0, sizeof(uint64) * total_procs());
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/* The process slot no longer runs this session (on_shmem_exit). */
+static void
+forget_session(int code, Datum arg)
+{
+	if (MyProc != NULL)
+		proc_sessions[MyProc->pgprocno] = 0;
 }
 
 bool
@@ -116,8 +156,13 @@ rl_registry_owner_id(char *buf, size_t size)
 
 	if (shared)
 	{
-		snprintf(buf, size, "%s:" UINT64_FORMAT, shared->instance_id,
-				 pg_atomic_fetch_add_u64(&shared->next_session, 1));
+		my_session = pg_atomic_fetch_add_u64(&shared->next_session, 1);
+		snprintf(buf, size, "%s:" UINT64_FORMAT, shared->instance_id, my_session);
+		if (MyProc != NULL)
+		{
+			proc_sessions[MyProc->pgprocno] = my_session;
+			on_shmem_exit(forget_session, (Datum) 0);
+		}
 		return;
 	}
 	random_uuid(own);
@@ -126,11 +171,14 @@ rl_registry_owner_id(char *buf, size_t size)
 
 /*
  * Takes a slot for a lock this session is about to acquire, before anything
- * is sent to Redis, so that a full table fails cleanly. Returns -1 when not
- * preloaded.
+ * is sent to Redis, so that a full table fails cleanly. lease_ms is the
+ * lease the acquisition asks for: should the session end before it knows
+ * the outcome, the worker releases the lock until that lease is over.
+ * Returns -1 when not preloaded.
  */
 int
-rl_registry_reserve(const char *name, const char *owner, uint32 *generation)
+rl_registry_reserve(const char *name, const char *owner, int64 lease_ms,
+					uint32 *generation)
 {
 	RLSlot	   *s;
 	int			index;
@@ -154,14 +202,18 @@ rl_registry_reserve(const char *name, const char *owner, uint32 *generation)
 	s->generation++;
 	s->state = RL_SLOT_RESERVED;
 	s->pid = MyProcPid;
+	s->session = my_session;
+	s->unsettled = false;
+	s->release_pending = false;
+	s->worker_busy = false;
 	s->session_holds = 0;
 	s->xact_holds = 0;
 	s->fair = false;
 	s->watchdog = false;
-	s->lease_ms = 0;
+	s->lease_ms = lease_ms;
 	s->token = 0;
 	s->acquired_at = 0;
-	s->renewed_at = 0;
+	s->renewed_at = GetCurrentTimestamp();
 	strlcpy(s->owner, owner, sizeof(s->owner));
 	strlcpy(s->name, name, sizeof(s->name));
 	*generation = s->generation;
@@ -169,17 +221,43 @@ rl_registry_reserve(const char *name, const char *owner, uint32 *generation)
 	return index;
 }
 
-/* Publishes what this session now holds of the lock in slot index. */
+/*
+ * Before an acquisition that may set a longer lease than the slot shows
+ * (re-entry with a longer fixed lease): should its outcome stay unknown,
+ * the worker must go on releasing for that long.
+ */
 void
-rl_registry_publish(int index, const RLSlotInfo *info)
+rl_registry_attempt(int index, int64 lease_ms)
 {
 	RLSlot	   *s;
-	bool		wake_worker = false;
 
 	if (index < 0)
 		return;
 	s = &shared->slots[index];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	s->lease_ms = Max(s->lease_ms, lease_ms);
+	s->renewed_at = GetCurrentTimestamp();
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * Publishes what this session now holds of the lock in slot index. Returns
+ * the slot's epoch, bumped when the hold is fresh.
+ */
+uint32
+rl_registry_publish(int index, const RLSlotInfo *info)
+{
+	RLSlot	   *s;
+	bool		wake_worker = false;
+	uint32		epoch;
+
+	if (index < 0)
+		return 0;
+	s = &shared->slots[index];
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (info->fresh)
+		s->epoch++;
+	s->release_pending = false;
 	s->session_holds = info->session_holds;
 	s->xact_holds = info->xact_holds;
 	s->fair = info->fair;
@@ -197,17 +275,28 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 	else if (s->state != RL_SLOT_LOST)
 		s->state = RL_SLOT_RESERVED;
 
-	/* A lease shorter than the worker's current sleep needs it awake. */
+	/*
+	 * A lease due before the worker's planned wake-up needs it awake. While
+	 * the worker runs a cycle its wake-up is "never" (DT_NOEND), so a lock
+	 * published after its snapshot wakes it again.
+	 */
 	if (s->state == RL_SLOT_HELD && s->watchdog && info->renewed &&
 		TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms / 3) < shared->worker_wake)
 		wake_worker = true;
+	epoch = s->epoch;
 	LWLockRelease(shared->lock);
-	if (wake_worker && shared->worker_latch)
-		SetLatch(shared->worker_latch);
+	if (wake_worker)
+		rl_registry_wake_worker();
+	return epoch;
 }
 
+/*
+ * Frees slot index, unless it changed hands since the caller took it: the
+ * worker frees the slots of ended sessions, and an ending session frees
+ * what it could release itself, so both may try.
+ */
 void
-rl_registry_free(int index)
+rl_registry_free(int index, uint32 generation)
 {
 	RLSlot	   *s;
 
@@ -215,28 +304,50 @@ rl_registry_free(int index)
 		return;
 	s = &shared->slots[index];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	s->state = RL_SLOT_FREE;
-	s->generation++;
-	s->next_free = shared->free_head;
-	shared->free_head = index;
+	if (s->generation == generation && s->state != RL_SLOT_FREE)
+	{
+		s->state = RL_SLOT_FREE;
+		s->generation++;
+		s->next_free = shared->free_head;
+		shared->free_head = index;
+	}
 	LWLockRelease(shared->lock);
 }
 
 /*
- * Hands a lock of a session that is ending, and could not release it, to
- * the worker. The owner id dies with the session, so nothing else can be
- * holding under it: the worker may release it blindly.
+ * Hands a lock of a session that is ending to the worker, which releases it
+ * unless the session still manages to. The owner id dies with the session,
+ * so nothing else can be holding under it: the worker may release it
+ * blindly.
  */
 void
-rl_registry_orphan(int index)
+rl_registry_orphan(int index, uint32 generation)
 {
+	RLSlot	   *s;
+
 	if (index < 0)
 		return;
+	s = &shared->slots[index];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	shared->slots[index].state = RL_SLOT_ORPHANED;
+	if (s->generation == generation && s->state != RL_SLOT_FREE)
+		s->state = RL_SLOT_ORPHANED;
 	LWLockRelease(shared->lock);
-	if (shared->worker_latch)
-		SetLatch(shared->worker_latch);
+}
+
+/*
+ * Wakes the worker. Its latch alone could be consumed by a wait inside one
+ * of its own round trips, so a flag says it too.
+ */
+void
+rl_registry_wake_worker(void)
+{
+	Latch	   *latch = shared ? shared->worker_latch : NULL;
+
+	if (latch)
+	{
+		pg_atomic_write_u32(&shared->worker_called, 1);
+		SetLatch(latch);
+	}
 }
 
 bool
@@ -253,17 +364,18 @@ rl_registry_is_lost(int index)
 }
 
 /*
- * Marks a slot lost, unless it changed hands since the caller looked.
- * Returns whether this call made it lost.
+ * Marks a slot lost, unless it changed hands or was taken anew since the
+ * caller looked. Returns whether this call made it lost.
  */
 bool
-rl_registry_mark_lost(int index, uint32 generation)
+rl_registry_mark_lost(int index, uint32 generation, uint32 epoch)
 {
 	RLSlot	   *s = &shared->slots[index];
 	bool		marked = false;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (s->generation == generation && s->state == RL_SLOT_HELD)
+	if (s->generation == generation && s->epoch == epoch &&
+		s->state == RL_SLOT_HELD)
 	{
 		s->state = RL_SLOT_LOST;
 		marked = true;
@@ -273,12 +385,14 @@ rl_registry_mark_lost(int index, uint32 generation)
 }
 
 void
-rl_registry_renewed(int index, uint32 generation, TimestampTz when, int masters)
+rl_registry_renewed(int index, uint32 generation, uint32 epoch,
+					TimestampTz when, int masters)
 {
 	RLSlot	   *s = &shared->slots[index];
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (s->generation == generation && s->state == RL_SLOT_HELD)
+	if (s->generation == generation && s->epoch == epoch &&
+		s->state == RL_SLOT_HELD)
 	{
 		s->renewed_at = when;
 		s->masters = (int16) masters;
@@ -287,9 +401,68 @@ rl_registry_renewed(int index, uint32 generation, TimestampTz when, int masters)
 }
 
 /*
- * Copies every slot in use (palloc'd array in *copies). The copy is taken
- * under a shared lock and used without it, so renewal round trips never
- * block sessions.
+ * A session whose call ended with the outcome in Redis unknown (Redis did
+ * not answer) and that may stay idle for long: the worker trims Redis to
+ * what the slot shows.
+ */
+void
+rl_registry_set_unsettled(int index, uint32 generation)
+{
+	RLSlot	   *s;
+
+	if (index < 0)
+		return;
+	s = &shared->slots[index];
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (s->generation == generation)
+		s->unsettled = true;
+	LWLockRelease(shared->lock);
+	rl_registry_wake_worker();
+}
+
+/*
+ * Before the session itself sends a release or a settling trim for the lock
+ * in slot index: it takes over from the worker (unsettled ends), forbids it
+ * to restore the hold (with releasing) and waits until a request the worker
+ * has under way for this slot is answered, so that ours reaches Redis after
+ * it: until then at most (a worker that died leaves its claim behind).
+ */
+void
+rl_registry_begin_io(int index, bool releasing, TimestampTz until)
+{
+	RLSlot	   *s;
+	bool		busy;
+
+	if (index < 0)
+		return;
+	s = &shared->slots[index];
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	s->unsettled = false;
+	s->release_pending |= releasing;
+	busy = s->worker_busy;
+	LWLockRelease(shared->lock);
+	if (!busy)
+		return;
+	ConditionVariablePrepareToSleep(&shared->worker_done);
+	for (;;)
+	{
+		long		ms = (long) ((until - GetCurrentTimestamp()) / 1000);
+
+		LWLockAcquire(shared->lock, LW_SHARED);
+		busy = s->worker_busy;
+		LWLockRelease(shared->lock);
+		if (!busy || ms <= 0 ||
+			ConditionVariableTimedSleep(&shared->worker_done, ms, PG_WAIT_EXTENSION))
+			break;
+	}
+	ConditionVariableCancelSleep();
+}
+
+/*
+ * Copies every slot the worker may have to act on (palloc'd array in
+ * *copies): held, lost, orphaned, and reserved ones left unsettled. The copy
+ * is taken under a shared lock and used without it, so renewal round trips
+ * never block sessions.
  */
 int
 rl_registry_snapshot(RLSlotCopy **copies)
@@ -301,7 +474,8 @@ rl_registry_snapshot(RLSlotCopy **copies)
 	for (int i = 0; i < shared->nslots; i++)
 	{
 		if (shared->slots[i].state == RL_SLOT_FREE ||
-			shared->slots[i].state == RL_SLOT_RESERVED)
+			(shared->slots[i].state == RL_SLOT_RESERVED &&
+			 !shared->slots[i].unsettled))
 			continue;
 		(*copies)[n].index = i;
 		(*copies)[n].slot = shared->slots[i];
@@ -309,6 +483,62 @@ rl_registry_snapshot(RLSlotCopy **copies)
 	}
 	LWLockRelease(shared->lock);
 	return n;
+}
+
+/*
+ * Is the session that holds s still running? Its PID alone could have been
+ * reused by a newer backend, so its session number must match too.
+ */
+bool
+rl_registry_session_alive(const RLSlot *s)
+{
+	PGPROC	   *proc = BackendPidGetProc(s->pid);
+
+	return proc != NULL && proc_sessions[proc->pgprocno] == s->session;
+}
+
+/*
+ * The worker claims slot index for a request that must not cross one of
+ * the session's: restoring a Redlock hold (restore), allowed only while the
+ * slot still holds what the copy seen shows and no release is under way;
+ * or trimming a hold of unknown outcome, allowed while still unsettled.
+ */
+bool
+rl_registry_claim(int index, const RLSlot *seen, bool restore)
+{
+	RLSlot	   *s = &shared->slots[index];
+	bool		ok;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	ok = s->generation == seen->generation && !s->worker_busy;
+	if (restore)
+		ok = ok && s->state == RL_SLOT_HELD && !s->release_pending &&
+			s->epoch == seen->epoch &&
+			s->session_holds + s->xact_holds == seen->session_holds + seen->xact_holds &&
+			s->session_holds + s->xact_holds > 0;
+	else
+		ok = ok && s->unsettled;
+	if (ok)
+		s->worker_busy = true;
+	LWLockRelease(shared->lock);
+	return ok;
+}
+
+/* Ends a claim; settled: Redis now matches the slot's holds. */
+void
+rl_registry_unclaim(int index, uint32 generation, bool settled)
+{
+	RLSlot	   *s = &shared->slots[index];
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (s->generation == generation)
+	{
+		s->worker_busy = false;
+		if (settled)
+			s->unsettled = false;
+	}
+	LWLockRelease(shared->lock);
+	ConditionVariableBroadcast(&shared->worker_done);
 }
 
 void
@@ -319,12 +549,23 @@ rl_registry_set_worker(Latch *latch)
 	LWLockRelease(shared->lock);
 }
 
-void
+/*
+ * The worker says when it will look next; DT_NOEND while it runs a cycle,
+ * so that any lock published meanwhile wakes it. Returns whether a session
+ * woke it since the cycle started (then it must not sleep).
+ */
+bool
 rl_registry_set_worker_wake(TimestampTz when)
 {
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	shared->worker_wake = when;
 	LWLockRelease(shared->lock);
+	if (when == DT_NOEND)
+	{
+		pg_atomic_write_u32(&shared->worker_called, 0);
+		return false;
+	}
+	return pg_atomic_read_u32(&shared->worker_called) != 0;
 }
 
 void

@@ -29,9 +29,19 @@ typedef struct RLSlot
 	uint8		state;			/* RLSlotState */
 	bool		fair;
 	bool		watchdog;
+	bool		unsettled;		/* Redis may hold more than the holds below
+								 * (a call's outcome is unknown) while the
+								 * session is idle: the worker trims it */
+	bool		release_pending;	/* the session is releasing: the worker must
+									 * not restore the hold */
+	bool		worker_busy;	/* the worker is restoring or settling it */
 	int			pid;
+	uint64		session;		/* the holder's session number */
 	uint32		generation;		/* bumped on reuse, so the worker never
 								 * updates a slot that changed hands */
+	uint32		epoch;			/* bumped on every fresh hold, so that a
+								 * result about an earlier hold is not applied
+								 * to a new one */
 	int32		session_holds;
 	int32		xact_holds;
 	int64		lease_ms;
@@ -90,18 +100,26 @@ extern bool rl_registry_attached(void);
 extern void rl_registry_owner_id(char *buf, size_t size);
 
 extern int	rl_registry_reserve(const char *name, const char *owner,
-								uint32 *generation);
-extern void rl_registry_publish(int index, const RLSlotInfo *info);
-extern void rl_registry_free(int index);
-extern void rl_registry_orphan(int index);
+								int64 lease_ms, uint32 *generation);
+extern void rl_registry_attempt(int index, int64 lease_ms);
+extern uint32 rl_registry_publish(int index, const RLSlotInfo *info);
+extern void rl_registry_free(int index, uint32 generation);
+extern void rl_registry_orphan(int index, uint32 generation);
+extern void rl_registry_wake_worker(void);
 extern bool rl_registry_is_lost(int index);
-extern bool rl_registry_mark_lost(int index, uint32 generation);
-extern void rl_registry_renewed(int index, uint32 generation, TimestampTz when,
-								int masters);
+extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
+extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,
+								TimestampTz when, int masters);
+extern void rl_registry_set_unsettled(int index, uint32 generation);
+extern void rl_registry_begin_io(int index, bool releasing,
+								 TimestampTz until);
 
 extern int	rl_registry_snapshot(RLSlotCopy **copies);
+extern bool rl_registry_session_alive(const RLSlot *s);
+extern bool rl_registry_claim(int index, const RLSlot *seen, bool restore);
+extern void rl_registry_unclaim(int index, uint32 generation, bool settled);
 extern void rl_registry_set_worker(Latch *latch);
-extern void rl_registry_set_worker_wake(TimestampTz when);
+extern bool rl_registry_set_worker_wake(TimestampTz when);
 
 extern void rl_stat_add(RLStat stat, uint64 n);
 extern uint64 rl_stat_get(RLStat stat);

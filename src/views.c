@@ -56,6 +56,8 @@ state_text(const RLSlot *s, TimestampTz now)
 			return "lost";
 		case RL_SLOT_ORPHANED:
 			return "releasing";
+		case RL_SLOT_RESERVED:
+			return "unsettled";	/* the worker settles it */
 		default:
 			if (!s->watchdog &&
 				TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms) <= now)

@@ -1,12 +1,15 @@
 /*
  * worker.c
  *	  The "redislock watchdog" background worker: renews watchdog-mode leases
- *	  in pipelined batches, marks locks that Redis no longer has as lost, and
- *	  releases the locks of sessions that ended without reaching Redis.
+ *	  in pipelined batches, marks locks that Redis no longer has as lost,
+ *	  releases the locks of sessions that ended without reaching Redis, and
+ *	  settles those that idle sessions left in an unknown state.
  *
  * It works from a copy of the shared lock table taken under a shared lock,
  * so sessions never wait for a Redis round trip of the worker; slot
- * generations make sure a result is applied only to the slot it was for.
+ * generations and epochs make sure a result is applied only to the hold it
+ * was for. A session that ended is recognised by its PID and session number,
+ * so a reused PID does not keep a dead session's locks renewed.
  *
  * src/worker.c
  */
@@ -74,6 +77,52 @@ note_redis(bool ok)
 	redis_unreachable = !ok;
 }
 
+/* The holds a slot shows: what the worker renews, restores or trims to. */
+static int32
+slot_holds(const RLSlot *s)
+{
+	return s->session_holds + s->xact_holds;
+}
+
+/*
+ * Puts the hold back on the Redlock masters that lost it (restarted empty),
+ * for the locks that a majority still holds: renew.lua's restore. Only a
+ * slot claimed from its session (no release under way, same holds) is
+ * restored, so a release can never be overtaken by a restore and the lock
+ * come back after it; the session waits for the claim to end before it
+ * releases.
+ */
+static void
+restore_holds(RLSlotCopy **items, int n)
+{
+	RLEval	   *evals = palloc0(sizeof(RLEval) * Max(n, 1));
+	RLSlotCopy **claimed = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
+	RLReply   **replies = palloc(sizeof(RLReply *) * Max(n, 1));
+	int		   *masters = palloc(sizeof(int) * Max(n, 1));
+	TimestampTz sent = GetCurrentTimestamp();
+	int			nclaimed = 0;
+	bool		ok;
+
+	for (int i = 0; i < n; i++)
+		if (rl_registry_claim(items[i]->index, &items[i]->slot, true))
+			claimed[nclaimed++] = items[i];
+	if (nclaimed == 0)
+		return;
+	for (int i = 0; i < nclaimed; i++)
+		rl_renew_eval(&evals[i], claimed[i]->slot.name, claimed[i]->slot.owner,
+					  claimed[i]->slot.lease_ms, slot_holds(&claimed[i]->slot), true);
+	ok = rl_run_agreed(nclaimed, evals, RL_AGREE_MAX, replies, masters);
+	for (int i = 0; i < nclaimed; i++)
+	{
+		RLSlot	   *s = &claimed[i]->slot;
+
+		if (ok && masters[i] >= rl_redlock_quorum())
+			rl_registry_renewed(claimed[i]->index, s->generation, s->epoch,
+								sent, masters[i]);
+		rl_registry_unclaim(claimed[i]->index, s->generation, false);
+	}
+}
+
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
 static bool
 renew_batch(RLSlotCopy **items, int n)
@@ -81,16 +130,17 @@ renew_batch(RLSlotCopy **items, int n)
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
 	int		   *masters = palloc(sizeof(int) * n);
+	RLSlotCopy **partial = palloc(sizeof(RLSlotCopy *) * n);
+	int			npartial = 0;
 	TimestampTz sent = GetCurrentTimestamp();
 
 	for (int i = 0; i < n; i++)
 		rl_renew_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner,
-					  items[i]->slot.lease_ms,
-					  items[i]->slot.session_holds + items[i]->slot.xact_holds);
+					  items[i]->slot.lease_ms, slot_holds(&items[i]->slot), false);
+
 	/*
 	 * With Redlock a lock stays held when a majority of masters still had it
-	 * (renew.lua's 1); masters that had lost it and got it back (2) do not
-	 * count, the majority must come from holds that never lapsed.
+	 * (renew.lua's 1); the others get it back afterwards (restore_holds).
 	 */
 	if (!rl_run_agreed(n, evals, RL_AGREE_ONE, replies, masters))
 	{
@@ -113,10 +163,13 @@ renew_batch(RLSlotCopy **items, int n)
 			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
 		else if (replies[i]->integer == 1)
 		{
-			rl_registry_renewed(items[i]->index, s->generation, sent, masters[i]);
+			rl_registry_renewed(items[i]->index, s->generation, s->epoch, sent,
+								masters[i]);
 			rl_stat_add(RL_STAT_RENEWALS, 1);
+			if (rl_mode() == RL_MODE_REDLOCK && masters[i] < rl_redlock_size())
+				partial[npartial++] = items[i];
 		}
-		else if (rl_registry_mark_lost(items[i]->index, s->generation))
+		else if (rl_registry_mark_lost(items[i]->index, s->generation, s->epoch))
 		{
 			rl_stat_add(RL_STAT_LOST, 1);
 			ereport(WARNING,
@@ -125,101 +178,149 @@ renew_batch(RLSlotCopy **items, int n)
 					 errdetail("Redis no longer has the hold: the lease ran out, the lock was force-released, or Redis lost its data.")));
 		}
 	}
-	return true;
-}
-
-/* Releases the locks of ended sessions; false if Redis was unreachable. */
-static bool
-release_orphans(RLSlotCopy **items, int n)
-{
-	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
-	RLReply   **replies = palloc(sizeof(RLReply *) * n);
-
-	for (int i = 0; i < n; i++)
-	{
-		rl_release_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner, 0, true);
-	}
-	if (!rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL))
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		return false;
-	}
-	for (int i = 0; i < n; i++)
-	{
-		if (replies[i]->type == REDIS_REPLY_ERROR)
-			ereport(WARNING,
-					(errmsg("could not release redis lock \"%s\" of an ended session: %s",
-							items[i]->slot.name, replies[i]->str)));
-		else if (replies[i]->type == REDIS_REPLY_INTEGER && replies[i]->integer > 0)
-		{
-			rl_stat_add(RL_STAT_WORKER_RELEASED, 1);
-			ereport(LOG,
-					(errmsg("released redis lock \"%s\" of the ended session with PID %d",
-							items[i]->slot.name, items[i]->slot.pid)));
-		}
-		rl_registry_free(items[i]->index);
-	}
+	if (npartial > 0)
+		restore_holds(partial, npartial);
 	return true;
 }
 
 /*
+ * Releases the locks of ended sessions, or trims those of live sessions that
+ * left them unsettled to the holds they show (settle); false if Redis was
+ * unreachable. A live session's slot is claimed first, so that a call the
+ * session starts meanwhile waits for our request to be answered.
+ */
+static bool
+release_slots(RLSlotCopy **items, int n, bool settle)
+{
+	RLEval	   *evals = palloc0(sizeof(RLEval) * Max(n, 1));
+	RLReply   **replies = palloc(sizeof(RLReply *) * Max(n, 1));
+	RLSlotCopy **mine = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
+	int			nmine = 0;
+	bool		ok;
+
+	for (int i = 0; i < n; i++)
+		if (!settle || rl_registry_claim(items[i]->index, &items[i]->slot, false))
+			mine[nmine++] = items[i];
+	if (nmine == 0)
+		return true;
+	/* a waiter that gave up may still stand in a fair queue: leave it */
+	for (int i = 0; i < nmine; i++)
+		rl_release_eval(&evals[i], mine[i]->slot.name, mine[i]->slot.owner,
+						settle ? slot_holds(&mine[i]->slot) : 0, true);
+	ok = rl_run_agreed(nmine, evals, RL_AGREE_MAX, replies, NULL);
+	if (!ok)
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+	for (int i = 0; i < nmine; i++)
+	{
+		RLSlot	   *s = &mine[i]->slot;
+		bool		done = ok && replies[i]->type != REDIS_REPLY_ERROR;
+
+		if (ok && !done)
+			ereport(WARNING,
+					(errmsg("could not release redis lock \"%s\" of %s session: %s",
+							s->name, settle ? "an idle" : "an ended",
+							replies[i]->str)));
+		else if (done && !settle && replies[i]->type == REDIS_REPLY_INTEGER &&
+				 replies[i]->integer > 0)
+		{
+			rl_stat_add(RL_STAT_WORKER_RELEASED, 1);
+			ereport(LOG,
+					(errmsg("released redis lock \"%s\" of the ended session with PID %d",
+							s->name, s->pid)));
+		}
+		if (settle)
+			rl_registry_unclaim(mine[i]->index, s->generation, done);
+		else if (ok)
+			rl_registry_free(mine[i]->index, s->generation);
+	}
+	return ok;
+}
+
+/*
  * One pass over the table: renew what is due, release what ended sessions
- * left behind. Returns how long to sleep before the next pass.
+ * left behind, settle what idle sessions left unsettled. Returns how long
+ * to sleep before the next pass.
  */
 static long
 run_cycle(void)
 {
 	RLSlotCopy *copies;
-	int			n = rl_registry_snapshot(&copies);
-	RLSlotCopy **due = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
-	RLSlotCopy **orphans = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
+	int			n;
+	RLSlotCopy **due;
+	RLSlotCopy **orphans;
+	RLSlotCopy **unsettled;
 	int			ndue = 0;
 	int			norphans = 0;
+	int			nunsettled = 0;
 	bool		ok = true;
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = TimestampTzPlusMilliseconds(now, IDLE_MS);
 	long		sleep_ms;
 
+	/*
+	 * From the snapshot on, a lock published by a session must wake us: we
+	 * would not see it before the next pass.
+	 */
+	rl_registry_set_worker_wake(DT_NOEND);
+	n = rl_registry_snapshot(&copies);
+	due = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
+	orphans = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
+	unsettled = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
+
 	for (int i = 0; i < n; i++)
 	{
 		RLSlot	   *s = &copies[i].slot;
 		TimestampTz lease_end = TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms);
+		bool		renewing = s->state == RL_SLOT_HELD && s->watchdog &&
+			slot_holds(s) > 0;
+		TimestampTz due_at = TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms / 3);
 
+		/*
+		 * Renewing up to a sixth of the lease early lets locks taken at
+		 * slightly different times share one batch from then on.
+		 */
+		if (renewing && TimestampTzPlusMilliseconds(due_at, -s->lease_ms / 6) > now &&
+			!s->unsettled)
+		{
+			next = Min(next, due_at);
+			continue;
+		}
+
+		/* a session that died without handing its locks over */
+		if (s->state != RL_SLOT_ORPHANED && !rl_registry_session_alive(s))
+		{
+			rl_registry_orphan(copies[i].index, s->generation);
+			s->state = RL_SLOT_ORPHANED;
+		}
 		if (s->state == RL_SLOT_ORPHANED)
 		{
 			if (lease_end <= now)
-				rl_registry_free(copies[i].index);
+				rl_registry_free(copies[i].index, s->generation);
 			else
 				orphans[norphans++] = &copies[i];
+			continue;
 		}
-		else if (s->state == RL_SLOT_HELD && s->watchdog &&
-				 s->session_holds + s->xact_holds > 0)
+		if (s->unsettled)
+			unsettled[nunsettled++] = &copies[i];
+		if (renewing)
 		{
-			TimestampTz due_at = TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms / 3);
-
-			/*
-			 * Renewing up to a sixth of the lease early lets locks taken at
-			 * slightly different times share one batch from then on.
-			 */
-			if (TimestampTzPlusMilliseconds(due_at, -s->lease_ms / 6) <= now)
-			{
-				due[ndue++] = &copies[i];
-				next = Min(next, TimestampTzPlusMilliseconds(now, s->lease_ms / 3));
-			}
-			else
-				next = Min(next, due_at);
+			due[ndue++] = &copies[i];
+			next = Min(next, TimestampTzPlusMilliseconds(now, s->lease_ms / 3));
 		}
 	}
 
 	for (int start = 0; start < ndue && ok; start += RENEW_BATCH)
 		ok = renew_batch(due + start, Min(RENEW_BATCH, ndue - start));
 	if (ok && norphans > 0)
-		ok = release_orphans(orphans, norphans);
+		ok = release_slots(orphans, norphans, false);
+	if (ok && nunsettled > 0)
+		ok = release_slots(unsettled, nunsettled, true);
 	note_redis(ok);
-	if (!ok || norphans > 0)
+	if (!ok || norphans > 0 || nunsettled > 0)
 		next = Min(next, TimestampTzPlusMilliseconds(now, RETRY_MS));
 
-	rl_registry_set_worker_wake(next);
+	if (rl_registry_set_worker_wake(next))
+		return 0;
 	now = GetCurrentTimestamp();
 	sleep_ms = next > now ? (long) ((next - now + 999) / 1000) : 0;
 	return sleep_ms;

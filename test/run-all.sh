@@ -7,7 +7,9 @@
 #   test/lib/RedisLockTest.pm).  Stops everything it started, exits non-zero
 #   if anything failed, and ends with the line
 #       redislock: N passed, M failed
-#   (N, M count pg_regress tests, TAP test files and the fault suite's runs).
+#   (N, M count pg_regress tests, TAP test files, the static checks and
+#   the fault suite's runs).  The static checks (tools/check-guc-init.pl)
+#   run in every mode.
 #   Last comes the fault suite, test/faults/run.sh (faults, partitions,
 #   bad input, valgrind).
 #
@@ -336,6 +338,18 @@ run_faults() {
     fi
 }
 
+# Assert-enabled PostgreSQL 16+ builds abort when a setting's C variable
+# does not start out equal to its boot value (check_GUC_init).
+run_static_checks() {
+    log "static check: tools/check-guc-init.pl"
+    if perl "$ROOT/tools/check-guc-init.pl" "$ROOT"/src/*.c; then
+        PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("check-guc-init")
+    fi
+}
+
+run_static_checks
 if [ "$DO_REGRESS" = 1 ]; then run_regress; fi
 if [ "$DO_TAP" = 1 ]; then run_tap; fi
 if [ "$DO_FAULTS" = 1 ] && [ ${#TAP_ARGS[@]} -eq 0 ]; then run_faults; fi

@@ -95,5 +95,23 @@ like($e2, qr/must be superuser/, 'an ordinary role cannot read redislock.passwor
 (undef, $e2) = $plain->try('SHOW redislock.url');
 like($e2, qr/must be superuser/, 'nor redislock.url');
 
+# the timeouts are per session, but bounded: no setting makes one request
+# or connection attempt wait for hours
+{
+	my $su = RedisLockTest::Session->new($node);
+	for my $t ([ connect_timeout => '1min', '61s', 60000 ], [ command_timeout => '5min', '301s', 300000 ])
+	{
+		my ($g, $max, $over, $max_ms) = @$t;
+		is($su->query("SELECT max_val FROM pg_settings WHERE name = 'redislock.$g'"), $max_ms,
+			"$g is at most $max");
+		my (undef, $err, $state) = $su->try("SET redislock.$g = '$max'");
+		ok(!defined $err, "$g = $max is accepted") or diag($err);
+		(undef, $err, $state) = $su->try("SET redislock.$g = '$over'");
+		is($state, '22023', "$g = $over is refused (22023)");
+		like($err // '', qr/outside the valid range for parameter "redislock.$g" \(1 \.\. $max_ms\)/,
+			'... naming the range');
+		$su->query("RESET redislock.$g");
+	}
+}
 
 done_testing();

@@ -1,4 +1,4 @@
-# 230_status_shape_token_ttl_session_cap.pl — what an ordinary user can do to
+# 260_status_shape_token_ttl_session_cap.pl — what an ordinary user can do to
 # Redis through redislock is bounded (issue 9, item 10):
 #  * redis_lock_status() and redis_lock_nodes() report only lock-shaped data
 #    (owner-id fields with counts, a Redisson read-write lock's mode and

@@ -1,4 +1,4 @@
-# A userspace TCP delay proxy for the benchmarks (bench/modes_rtt.pl): one
+# A userspace TCP delay proxy for the benchmarks (bench/modes_rtt.pl) and tests: one
 # process, any number of listening ports, each forwarding to a target port on
 # 127.0.0.1. Every chunk read from either side of a connection is written to
 # the other side a fixed delay after it was read, so a request/reply pair
@@ -12,15 +12,24 @@
 # chunk, so the queue is in due order by construction).
 #
 # Run as a program:
-#   perl bench/DelayProxy.pm DELAY_MS LISTEN_PORT:TARGET_PORT ...
+#   perl test/lib/DelayProxy.pm DELAY_MS LISTEN_PORT:TARGET_PORT ...
 # It prints "ready" once all ports listen. Commands on stdin, one a line,
 # each answered by one line on stdout:
 #   delay MS   set the one-way delay (applies to chunks read from now on)
 #   stats      "stats chunks=N late_mean_us=X late_max_us=Y port:N ..." since
 #              the last stats: chunks forwarded, how late they left after
 #              their due time (timer and scheduling overshoot), per port
+#   stall DIR  hold back every chunk read from now on in direction DIR (up:
+#              client to server, down: server to client) instead of
+#              forwarding it; tests use it to choose exactly when a request
+#              reaches the server, or when its reply reaches the client
+#   go DIR     forward what stall DIR held back (in order) and stop holding
+#              (DIR all: both directions)
+#   held       "held up=N down=M": chunks held back in each direction
 #   quit       exit
 # It also exits when stdin ends (its parent went away).
+#
+# Tests use it through DelayProxy->spawn (below).
 package DelayProxy;
 
 use strict;
@@ -51,6 +60,8 @@ sub run
 	my @q;       # [ due, dst fileno, data or undef (end of stream), dst sock ]
 	my ($rin, $ctl_buf) = ('', '');
 	my %st = (n => 0, late => 0, max => 0, port => {});
+	my %stalled;    # direction => 1 while held back
+	my %held = (up => [], down => []);    # direction => queue entries held back
 
 	for my $m (@maps)
 	{
@@ -151,6 +162,19 @@ sub run
 					  join('', map { " $_:$st{port}{$_}" } sort keys %{ $st{port} });
 					%st = (n => 0, late => 0, max => 0, port => {});
 				}
+				elsif ($cmd =~ /^stall (up|down)$/) { $stalled{$1} = 1; print "ok stall $1\n"; }
+				elsif ($cmd =~ /^go (up|down|all)$/)
+				{
+					for my $dir ($1 eq 'all' ? qw(up down) : ($1))
+					{
+						delete $stalled{$dir};
+						push @q, map { $_->[0] = $t; $_ } @{ $held{$dir} };
+						$held{$dir} = [];
+					}
+					@q = sort { $a->[0] <=> $b->[0] } @q;
+					print "ok go $1\n";
+				}
+				elsif ($cmd eq 'held') { printf "held up=%d down=%d\n", scalar @{ $held{up} }, scalar @{ $held{down} }; }
 				elsif ($cmd eq 'quit') { print "bye\n"; exit 0; }
 				else { print "error unknown command\n"; }
 			}
@@ -170,8 +194,8 @@ sub run
 					setsockopt($s, IPPROTO_TCP, TCP_NODELAY, 1);
 				}
 				my ($fa, $fb) = (fileno $a, fileno $b);
-				$conn{$fa} = { sock => $a, peer => $fb, out => '', port => $l->{port} };
-				$conn{$fb} = { sock => $b, peer => $fa, out => '', port => $l->{port} };
+				$conn{$fa} = { sock => $a, peer => $fb, out => '', port => $l->{port}, dir => 'up' };
+				$conn{$fb} = { sock => $b, peer => $fa, out => '', port => $l->{port}, dir => 'down' };
 				vec($rin, $_, 1) = 1 for $fa, $fb;
 			}
 		}
@@ -190,19 +214,85 @@ sub run
 				next;
 			}
 			my $p = $conn{ $c->{peer} } or next;
+			my $into = $stalled{ $c->{dir} } ? $held{ $c->{dir} } : \@q;
 			if ($r == 0)
 			{
 				$c->{rdone} = 1;
 				vec($rin, $fd, 1) = 0;
-				push @q, [ $t + $delay, $c->{peer}, undef, $p->{sock} ];
+				push @$into, [ $t + $delay, $c->{peer}, undef, $p->{sock} ];
 			}
 			else
 			{
-				push @q, [ $t + $delay, $c->{peer}, $buf, $p->{sock} ];
+				push @$into, [ $t + $delay, $c->{peer}, $buf, $p->{sock} ];
 			}
 		}
 	}
 }
+
+# For tests: a proxy process with one listening port per target port.
+#   my $p = DelayProxy->spawn(0, @target_ports);
+#   $p->port($target)   the proxy's port in front of target
+#   $p->cmd('stall up') one command, returns its answer line (bounded wait)
+#   $p->held            { up => N, down => M }
+#   $p->wait_held($dir, $n, $secs)  until at least n chunks are held in dir
+sub spawn
+{
+	my ($class, $delay_ms, @targets) = @_;
+	require IPC::Run;
+	require RedisLockTest;
+	my $self = bless { in => '', out => '', err => '', map => {} }, $class;
+	$self->{map}{$_} = RedisLockTest::free_port(values %{ $self->{map} }) for @targets;
+	$self->{timer} = IPC::Run::timeout(60);
+	$self->{h} = IPC::Run::start(
+		[ $^X, __FILE__, $delay_ms, map { "$self->{map}{$_}:$_" } @targets ],
+		\$self->{in}, \$self->{out}, \$self->{err}, $self->{timer});
+	$self->_answer('ready');
+	return $self;
+}
+
+sub port { $_[0]{map}{ $_[1] } }
+
+sub _answer
+{
+	my ($self, $re) = @_;
+	$self->{timer}->start(60);
+	$self->{h}->pump until $self->{out} =~ s/^($re[^\n]*)\n//m;
+	return $1;
+}
+
+sub cmd
+{
+	my ($self, $cmd) = @_;
+	my ($word) = $cmd =~ /^(\w+)/;
+	$self->{in} .= "$cmd\n";
+	return $self->_answer($word eq 'held' ? 'held ' : $word eq 'quit' ? 'bye' : "ok $word");
+}
+
+sub held
+{
+	my ($self) = @_;
+	my $l = $self->cmd('held');
+	my ($up, $down) = $l =~ /up=(\d+) down=(\d+)/;
+	return { up => $up, down => $down };
+}
+
+sub wait_held
+{
+	my ($self, $dir, $n, $secs) = @_;
+	return RedisLockTest::wait_until($secs, "$n chunks held back going $dir",
+		sub { $self->held->{$dir} >= $n });
+}
+
+sub stop
+{
+	my ($self) = @_;
+	return unless $self->{h};
+	eval { $self->cmd('quit'); $self->{h}->finish };
+	eval { $self->{h}->kill_kill };
+	delete $self->{h};
+}
+
+sub DESTROY { $_[0]->stop }
 
 run(@ARGV) unless caller;
 

@@ -1,4 +1,4 @@
-# 220_redlock_status_holders.pl — redis_lock_status() over 3 Redlock masters
+# 250_redlock_status_holders.pl — redis_lock_status() over 3 Redlock masters
 # counts exactly the holders a majority has, however many there are (issue 9,
 # item 1: the holder array was sized by the number of masters and overflowed
 # as soon as a lock had more holders than twice that). The holders are a

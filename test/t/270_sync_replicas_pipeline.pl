@@ -1,4 +1,4 @@
-# 240_sync_replicas_pipeline.pl — with redislock.sync_replicas, the WAIT that
+# 270_sync_replicas_pipeline.pl — with redislock.sync_replicas, the WAIT that
 # confirms an acquisition always follows that acquisition's write on the same
 # connection (issue 9, item 3). A proxy we control between PostgreSQL and
 # Redis cuts the connection at the WAIT: it forwards what comes before it
