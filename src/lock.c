@@ -44,7 +44,7 @@
  * it runs with interrupts held, so it must not make a backend unkillable.
  * What it cannot finish is left to the next call or to the worker.
  */
-#define CLEANUP_MS 2000
+#define CLEANUP_MS 2000	/* per cleanup step */
 
 /* What this session holds of one lock. */
 typedef struct LocalLock
@@ -90,6 +90,8 @@ typedef struct Attempt
 static HTAB *local_locks = NULL;
 static int	npending = 0;		/* entries that are dirty or queued */
 static XactHold *xact_holds = NULL;
+static LocalLock **xact_ended = NULL;	/* room for end_xact_holds(), which
+										 * must not allocate after COMMIT */
 static int	nxact_holds = 0;
 static int	max_xact_holds = 0;
 static MemoryContext cleanup_context = NULL;
@@ -369,13 +371,23 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
 	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
 
+	/* a cleanup path (interrupts held) cannot wait for the worker long */
+	TimestampTz until = InterruptHoldoffCount == 0 ? DT_NOEND : rl_command_deadline();
+
 	for (int i = 0; i < n; i++)
 	{
 		/* only Redlock restores holds, only unsettled locks are trimmed */
-		if (redlock || locks[i]->unsettled)
-			rl_registry_begin_io(locks[i]->slot,
-								 keep[i] == 0 || keep[i] < total_holds(locks[i]),
-								 rl_command_deadline());
+		if ((redlock || locks[i]->unsettled) &&
+			!rl_registry_begin_io(locks[i]->slot,
+								  keep[i] == 0 || keep[i] < total_holds(locks[i]),
+								  until))
+		{
+			snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
+					 "the redislock worker has a request for lock \"%s\" under way",
+					 locks[i]->name);
+			rl_cmd_conn.failure = RLF_TIMEOUT;
+			return false;
+		}
 		locks[i]->unsettled = false;
 		rl_release_eval(&evals[i], locks[i]->name, rl_owner_id(), keep[i],
 						locks[i]->queued);
@@ -494,6 +506,7 @@ settle_locks_quietly(int n, LocalLock **locks)
 {
 	MemoryContext old;
 	int			holdoff = InterruptHoldoffCount;
+	int			cancel_holdoff = QueryCancelHoldoffCount;
 
 	HOLD_INTERRUPTS();
 	old = MemoryContextSwitchTo(cleanup_context);
@@ -510,6 +523,7 @@ settle_locks_quietly(int n, LocalLock **locks)
 		edata = CopyErrorData();
 		FlushErrorState();
 		InterruptHoldoffCount = holdoff + 1;
+		QueryCancelHoldoffCount = cancel_holdoff;
 		ereport(WARNING,
 				(errmsg("could not release redis locks of this session: %s",
 						edata->message),
@@ -905,9 +919,16 @@ leave_queue_quietly(LocalLock *ll)
 	HOLD_INTERRUPTS();
 	old = MemoryContextSwitchTo(cleanup_context);
 	rl_limit_waits(CLEANUP_MS);
-	if (trim_in_redis(1, &ll, &keep, &before, true))
-		set_flags(ll, ll->dirty, false);
-	rl_limit_waits(0);
+	PG_TRY();
+	{
+		if (trim_in_redis(1, &ll, &keep, &before, true))
+			set_flags(ll, ll->dirty, false);
+	}
+	PG_FINALLY();
+	{
+		rl_limit_waits(0);
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(cleanup_context);
 	RESUME_INTERRUPTS();
@@ -1005,10 +1026,13 @@ reserve_xact_hold(void)
 		max_xact_holds = 16;
 		xact_holds = MemoryContextAlloc(TopMemoryContext,
 										sizeof(XactHold) * max_xact_holds);
+		xact_ended = MemoryContextAlloc(TopMemoryContext,
+										sizeof(LocalLock *) * max_xact_holds);
 		return;
 	}
 	max_xact_holds *= 2;
 	xact_holds = repalloc(xact_holds, sizeof(XactHold) * max_xact_holds);
+	xact_ended = repalloc(xact_ended, sizeof(LocalLock *) * max_xact_holds);
 }
 
 static void
@@ -1459,8 +1483,7 @@ rl_lock_status(const char *name, RLStatus *st)
 static void
 end_xact_holds(SubTransactionId subid)
 {
-	LocalLock **ended = MemoryContextAlloc(cleanup_context,
-										   sizeof(LocalLock *) * Max(nxact_holds, 1));
+	LocalLock **ended = xact_ended;
 	int			nended = 0;
 	int			kept = 0;
 

@@ -30,7 +30,6 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
-#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
@@ -47,6 +46,9 @@ typedef struct RegistryShared
 	pg_atomic_uint32 worker_called;	/* a session woke the worker since its
 									 * last snapshot */
 	TimestampTz worker_wake;	/* when the worker plans to look next */
+	bool		worker_cycling; /* it works from a snapshot now */
+	TimestampTz due_meanwhile;	/* earliest renewal due among the locks
+								 * published since that snapshot */
 	int			free_head;
 	int			nslots;
 	RLSlot		slots[FLEXIBLE_ARRAY_MEMBER];
@@ -116,6 +118,8 @@ rl_registry_startup(void)
 		shared->worker_latch = NULL;
 		pg_atomic_init_u32(&shared->worker_called, 0);
 		shared->worker_wake = DT_NOEND;
+		shared->worker_cycling = false;
+		shared->due_meanwhile = DT_NOEND;
 		shared->nslots = rl_max_locks;
 		for (int i = 0; i < rl_max_locks; i++)
 		{
@@ -202,6 +206,7 @@ rl_registry_reserve(const char *name, const char *owner, int64 lease_ms,
 	s->generation++;
 	s->state = RL_SLOT_RESERVED;
 	s->pid = MyProcPid;
+	s->procno = MyProc->pgprocno;
 	s->session = my_session;
 	s->unsettled = false;
 	s->release_pending = false;
@@ -276,13 +281,19 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 		s->state = RL_SLOT_RESERVED;
 
 	/*
-	 * A lease due before the worker's planned wake-up needs it awake. While
-	 * the worker runs a cycle its wake-up is "never" (DT_NOEND), so a lock
-	 * published after its snapshot wakes it again.
+	 * A lease due before the worker's planned wake-up needs it awake. One
+	 * published while the worker works from a snapshot that lacks it is
+	 * noted for the end of that cycle instead.
 	 */
-	if (s->state == RL_SLOT_HELD && s->watchdog && info->renewed &&
-		TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms / 3) < shared->worker_wake)
-		wake_worker = true;
+	if (s->state == RL_SLOT_HELD && s->watchdog && info->renewed)
+	{
+		TimestampTz due = TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms / 3);
+
+		if (shared->worker_cycling)
+			shared->due_meanwhile = Min(shared->due_meanwhile, due);
+		else if (due < shared->worker_wake)
+			wake_worker = true;
+	}
 	epoch = s->epoch;
 	LWLockRelease(shared->lock);
 	if (wake_worker)
@@ -330,7 +341,14 @@ rl_registry_orphan(int index, uint32 generation)
 	s = &shared->slots[index];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (s->generation == generation && s->state != RL_SLOT_FREE)
+	{
+		/*
+		 * A request of the session may have set the lease in Redis up to
+		 * now, whatever the slot showed: release for a whole lease from now.
+		 */
 		s->state = RL_SLOT_ORPHANED;
+		s->renewed_at = GetCurrentTimestamp();
+	}
 	LWLockRelease(shared->lock);
 }
 
@@ -420,42 +438,56 @@ rl_registry_set_unsettled(int index, uint32 generation)
 	rl_registry_wake_worker();
 }
 
+/* Takes over the slot from the worker if it has no claim on it. */
+static bool
+take_over(RLSlot *s)
+{
+	bool		free;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	free = !s->worker_busy;
+	if (free)
+		s->unsettled = false;
+	LWLockRelease(shared->lock);
+	return free;
+}
+
 /*
  * Before the session itself sends a release or a settling trim for the lock
- * in slot index: it takes over from the worker (unsettled ends), forbids it
- * to restore the hold (with releasing) and waits until a request the worker
- * has under way for this slot is answered, so that ours reaches Redis after
- * it: until then at most (a worker that died leaves its claim behind).
+ * in slot index: it forbids the worker to restore the hold (with
+ * releasing), waits until a request the worker has claimed the slot for is
+ * answered, so that ours reaches Redis after it, and takes over from the
+ * worker (unsettled ends). The wait ends by interrupt, or at until (DT_NOEND:
+ * none); false then, and the session must not send: the worker keeps the
+ * lock to settle.
  */
-void
+bool
 rl_registry_begin_io(int index, bool releasing, TimestampTz until)
 {
 	RLSlot	   *s;
-	bool		busy;
+	bool		ok;
 
 	if (index < 0)
-		return;
+		return true;
 	s = &shared->slots[index];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	s->unsettled = false;
 	s->release_pending |= releasing;
-	busy = s->worker_busy;
 	LWLockRelease(shared->lock);
-	if (!busy)
-		return;
+	if (take_over(s))
+		return true;
 	ConditionVariablePrepareToSleep(&shared->worker_done);
 	for (;;)
 	{
-		long		ms = (long) ((until - GetCurrentTimestamp()) / 1000);
+		long		ms = until == DT_NOEND ? -1 :
+			(long) ((until - GetCurrentTimestamp()) / 1000);
 
-		LWLockAcquire(shared->lock, LW_SHARED);
-		busy = s->worker_busy;
-		LWLockRelease(shared->lock);
-		if (!busy || ms <= 0 ||
-			ConditionVariableTimedSleep(&shared->worker_done, ms, PG_WAIT_EXTENSION))
+		ok = take_over(s);
+		if (ok || ms == 0 || ms < -1)
 			break;
+		(void) ConditionVariableTimedSleep(&shared->worker_done, ms, PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
+	return ok;
 }
 
 /*
@@ -492,16 +524,16 @@ rl_registry_snapshot(RLSlotCopy **copies)
 bool
 rl_registry_session_alive(const RLSlot *s)
 {
-	PGPROC	   *proc = BackendPidGetProc(s->pid);
-
-	return proc != NULL && proc_sessions[proc->pgprocno] == s->session;
+	/* a session number is never reused, and its process slot forgets it */
+	return proc_sessions[s->procno] == s->session;
 }
 
 /*
  * The worker claims slot index for a request that must not cross one of
  * the session's: restoring a Redlock hold (restore), allowed only while the
  * slot still holds what the copy seen shows and no release is under way;
- * or trimming a hold of unknown outcome, allowed while still unsettled.
+ * or trimming a hold of unknown outcome to what seen shows, allowed while
+ * still unsettled with those holds.
  */
 bool
 rl_registry_claim(int index, const RLSlot *seen, bool restore)
@@ -510,11 +542,11 @@ rl_registry_claim(int index, const RLSlot *seen, bool restore)
 	bool		ok;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	ok = s->generation == seen->generation && !s->worker_busy;
+	ok = s->generation == seen->generation && !s->worker_busy &&
+		s->epoch == seen->epoch &&
+		s->session_holds + s->xact_holds == seen->session_holds + seen->xact_holds;
 	if (restore)
 		ok = ok && s->state == RL_SLOT_HELD && !s->release_pending &&
-			s->epoch == seen->epoch &&
-			s->session_holds + s->xact_holds == seen->session_holds + seen->xact_holds &&
 			s->session_holds + s->xact_holds > 0;
 	else
 		ok = ok && s->unsettled;
@@ -535,37 +567,58 @@ rl_registry_unclaim(int index, uint32 generation, bool settled)
 	{
 		s->worker_busy = false;
 		if (settled)
+		{
 			s->unsettled = false;
+			s->release_pending = false;
+		}
 	}
 	LWLockRelease(shared->lock);
 	ConditionVariableBroadcast(&shared->worker_done);
 }
 
+/*
+ * The worker starts or stops. A worker that died in a cycle (an ERROR there
+ * is FATAL) leaves claims behind that nobody else would end.
+ */
 void
 rl_registry_set_worker(Latch *latch)
 {
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	shared->worker_latch = latch;
+	shared->worker_cycling = false;
+	for (int i = 0; i < shared->nslots; i++)
+		shared->slots[i].worker_busy = false;
 	LWLockRelease(shared->lock);
+	ConditionVariableBroadcast(&shared->worker_done);
+}
+
+/* The worker is about to take its snapshot. */
+void
+rl_registry_cycle_begin(void)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shared->worker_cycling = true;
+	shared->due_meanwhile = DT_NOEND;
+	LWLockRelease(shared->lock);
+	pg_atomic_write_u32(&shared->worker_called, 0);
 }
 
 /*
- * The worker says when it will look next; DT_NOEND while it runs a cycle,
- * so that any lock published meanwhile wakes it. Returns whether a session
- * woke it since the cycle started (then it must not sleep).
+ * The worker is done with its snapshot and plans to look again at next.
+ * Returns when it must look again: sooner if a lock published meanwhile is
+ * due before, at once if a session asked for it meanwhile.
  */
-bool
-rl_registry_set_worker_wake(TimestampTz when)
+TimestampTz
+rl_registry_cycle_end(TimestampTz next)
 {
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	shared->worker_wake = when;
+	next = Min(next, shared->due_meanwhile);
+	shared->worker_cycling = false;
+	shared->worker_wake = next;
 	LWLockRelease(shared->lock);
-	if (when == DT_NOEND)
-	{
-		pg_atomic_write_u32(&shared->worker_called, 0);
-		return false;
-	}
-	return pg_atomic_read_u32(&shared->worker_called) != 0;
+	if (pg_atomic_read_u32(&shared->worker_called) != 0)
+		return 0;
+	return next;
 }
 
 void

@@ -17,7 +17,8 @@
 typedef enum RLSlotState
 {
 	RL_SLOT_FREE,
-	RL_SLOT_RESERVED,			/* a session is acquiring; not held yet */
+	RL_SLOT_RESERVED,			/* a session is acquiring, or an idle one
+								 * left it unsettled; not held */
 	RL_SLOT_HELD,
 	RL_SLOT_LOST,				/* Redis no longer has our hold */
 	RL_SLOT_ORPHANED			/* session ended without releasing: the
@@ -36,6 +37,7 @@ typedef struct RLSlot
 									 * not restore the hold */
 	bool		worker_busy;	/* the worker is restoring or settling it */
 	int			pid;
+	int			procno;			/* the holder's PGPROC */
 	uint64		session;		/* the holder's session number */
 	uint32		generation;		/* bumped on reuse, so the worker never
 								 * updates a slot that changed hands */
@@ -111,7 +113,7 @@ extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
 extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 								TimestampTz when, int masters);
 extern void rl_registry_set_unsettled(int index, uint32 generation);
-extern void rl_registry_begin_io(int index, bool releasing,
+extern bool rl_registry_begin_io(int index, bool releasing,
 								 TimestampTz until);
 
 extern int	rl_registry_snapshot(RLSlotCopy **copies);
@@ -119,7 +121,8 @@ extern bool rl_registry_session_alive(const RLSlot *s);
 extern bool rl_registry_claim(int index, const RLSlot *seen, bool restore);
 extern void rl_registry_unclaim(int index, uint32 generation, bool settled);
 extern void rl_registry_set_worker(Latch *latch);
-extern bool rl_registry_set_worker_wake(TimestampTz when);
+extern void rl_registry_cycle_begin(void);
+extern TimestampTz rl_registry_cycle_end(TimestampTz next);
 
 extern void rl_stat_add(RLStat stat, uint64 n);
 extern uint64 rl_stat_get(RLStat stat);

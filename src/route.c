@@ -838,6 +838,23 @@ rl_redlock_no_majority(void)
 }
 
 /*
+ * Did every node the last request went to answer it (with Redlock, every
+ * master, not just a majority)? Only then can no request abandoned earlier
+ * on one of their connections still reach Redis: a new connection kills
+ * the one it replaces before its first request.
+ */
+bool
+rl_last_run_complete(void)
+{
+	if (rl_mode() != RL_MODE_REDLOCK)
+		return rl_cmd_conn.failure == RLF_NONE;
+	for (int i = 0; i < nredlock; i++)
+		if (redlock_cmd[i].failure != RLF_NONE)
+			return false;
+	return true;
+}
+
+/*
  * rl_run_all(), and false with the reason in rl_cmd_conn unless a majority
  * of the masters answered.
  */

@@ -41,6 +41,7 @@ extern RLConn *rl_redlock_conn(int i);
 extern int	rl_run_all(int n, const RLEval *evals, RLReply ***replies);
 extern bool rl_run_majority(int n, const RLEval *evals, RLReply ***replies);
 extern bool rl_redlock_no_majority(void);
+extern bool rl_last_run_complete(void);
 extern bool rl_redlock_subscribe(const char *channel);
 extern int	rl_redlock_wait_message(TimestampTz until);
 extern void rl_redlock_unsubscribe(bool drop);

@@ -46,6 +46,22 @@ PGDLLEXPORT void redislock_worker_main(Datum arg);
 
 static bool redis_unreachable = false;
 
+/*
+ * Slots claimed for a request (restore or settle) that did not get an
+ * answer from every node it went to. Such a request may still reach Redis
+ * later on the connection we gave up, so the claim is kept, holding off the
+ * session's own requests, and the request is sent again each cycle until
+ * every node answers (a new connection first kills the one it replaces).
+ */
+typedef struct Retained
+{
+	RLSlotCopy	item;
+	bool		restore;
+} Retained;
+
+static Retained *retained = NULL;
+static int	nretained = 0;
+
 void
 rl_worker_register(void)
 {
@@ -84,6 +100,66 @@ slot_holds(const RLSlot *s)
 	return s->session_holds + s->xact_holds;
 }
 
+/* The request a claimed slot was claimed for. */
+static void
+claimed_eval(RLEval *e, const RLSlot *s, bool restore)
+{
+	if (restore)
+		rl_renew_eval(e, s->name, s->owner, s->lease_ms, slot_holds(s), true);
+	else						/* a waiter that gave up may still be queued */
+		rl_release_eval(e, s->name, s->owner, slot_holds(s), true);
+}
+
+/*
+ * Ends the claims of n slots after their requests: at once when every node
+ * answered (done[i]: the request did what it was for), otherwise they are
+ * retained, to be sent again.
+ */
+static void
+end_claims(RLSlotCopy **items, int n, bool restore, const bool *done)
+{
+	if (!rl_last_run_complete())
+	{
+		retained = retained == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(Retained) * (nretained + n)) :
+			repalloc(retained, sizeof(Retained) * (nretained + n));
+		for (int i = 0; i < n; i++)
+		{
+			retained[nretained].item = *items[i];
+			retained[nretained].restore = restore;
+			nretained++;
+		}
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		rl_registry_unclaim(items[i]->index, items[i]->slot.generation,
+							!restore && done[i]);
+}
+
+/* Sends the retained requests again; false if Redis was unreachable. */
+static bool
+resend_retained(void)
+{
+	int			n = nretained;
+	RLEval	   *evals = palloc0(sizeof(RLEval) * Max(n, 1));
+	RLReply   **replies = palloc(sizeof(RLReply *) * Max(n, 1));
+	bool		ok;
+
+	if (n == 0)
+		return true;
+	for (int i = 0; i < n; i++)
+		claimed_eval(&evals[i], &retained[i].item.slot, retained[i].restore);
+	ok = rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL);
+	if (!ok || !rl_last_run_complete())
+		return ok;
+	for (int i = 0; i < n; i++)
+		rl_registry_unclaim(retained[i].item.index, retained[i].item.slot.generation,
+							!retained[i].restore &&
+							replies[i]->type != REDIS_REPLY_ERROR);
+	nretained = 0;
+	return true;
+}
+
 /*
  * Puts the hold back on the Redlock masters that lost it (restarted empty),
  * for the locks that a majority still holds: renew.lua's restore. Only a
@@ -109,18 +185,13 @@ restore_holds(RLSlotCopy **items, int n)
 	if (nclaimed == 0)
 		return;
 	for (int i = 0; i < nclaimed; i++)
-		rl_renew_eval(&evals[i], claimed[i]->slot.name, claimed[i]->slot.owner,
-					  claimed[i]->slot.lease_ms, slot_holds(&claimed[i]->slot), true);
+		claimed_eval(&evals[i], &claimed[i]->slot, true);
 	ok = rl_run_agreed(nclaimed, evals, RL_AGREE_MAX, replies, masters);
-	for (int i = 0; i < nclaimed; i++)
-	{
-		RLSlot	   *s = &claimed[i]->slot;
-
-		if (ok && masters[i] >= rl_redlock_quorum())
-			rl_registry_renewed(claimed[i]->index, s->generation, s->epoch,
-								sent, masters[i]);
-		rl_registry_unclaim(claimed[i]->index, s->generation, false);
-	}
+	for (int i = 0; i < nclaimed && ok; i++)
+		if (masters[i] >= rl_redlock_quorum())
+			rl_registry_renewed(claimed[i]->index, claimed[i]->slot.generation,
+								claimed[i]->slot.epoch, sent, masters[i]);
+	end_claims(claimed, nclaimed, true, NULL);
 }
 
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
@@ -195,6 +266,7 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 	RLEval	   *evals = palloc0(sizeof(RLEval) * Max(n, 1));
 	RLReply   **replies = palloc(sizeof(RLReply *) * Max(n, 1));
 	RLSlotCopy **mine = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
+	bool	   *done = palloc0(sizeof(bool) * Max(n, 1));
 	int			nmine = 0;
 	bool		ok;
 
@@ -203,24 +275,28 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 			mine[nmine++] = items[i];
 	if (nmine == 0)
 		return true;
-	/* a waiter that gave up may still stand in a fair queue: leave it */
 	for (int i = 0; i < nmine; i++)
-		rl_release_eval(&evals[i], mine[i]->slot.name, mine[i]->slot.owner,
-						settle ? slot_holds(&mine[i]->slot) : 0, true);
+	{
+		if (settle)
+			claimed_eval(&evals[i], &mine[i]->slot, false);
+		else
+			rl_release_eval(&evals[i], mine[i]->slot.name, mine[i]->slot.owner,
+							0, true);
+	}
 	ok = rl_run_agreed(nmine, evals, RL_AGREE_MAX, replies, NULL);
 	if (!ok)
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 	for (int i = 0; i < nmine; i++)
 	{
 		RLSlot	   *s = &mine[i]->slot;
-		bool		done = ok && replies[i]->type != REDIS_REPLY_ERROR;
 
-		if (ok && !done)
+		done[i] = ok && replies[i]->type != REDIS_REPLY_ERROR;
+		if (ok && !done[i])
 			ereport(WARNING,
 					(errmsg("could not release redis lock \"%s\" of %s session: %s",
 							s->name, settle ? "an idle" : "an ended",
 							replies[i]->str)));
-		else if (done && !settle && replies[i]->type == REDIS_REPLY_INTEGER &&
+		else if (done[i] && !settle && replies[i]->type == REDIS_REPLY_INTEGER &&
 				 replies[i]->integer > 0)
 		{
 			rl_stat_add(RL_STAT_WORKER_RELEASED, 1);
@@ -228,11 +304,11 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 					(errmsg("released redis lock \"%s\" of the ended session with PID %d",
 							s->name, s->pid)));
 		}
-		if (settle)
-			rl_registry_unclaim(mine[i]->index, s->generation, done);
-		else if (ok)
+		if (!settle && ok)
 			rl_registry_free(mine[i]->index, s->generation);
 	}
+	if (settle)
+		end_claims(mine, nmine, false, done);
 	return ok;
 }
 
@@ -253,15 +329,14 @@ run_cycle(void)
 	int			norphans = 0;
 	int			nunsettled = 0;
 	bool		ok = true;
+	bool		resent;
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = TimestampTzPlusMilliseconds(now, IDLE_MS);
 	long		sleep_ms;
 
-	/*
-	 * From the snapshot on, a lock published by a session must wake us: we
-	 * would not see it before the next pass.
-	 */
-	rl_registry_set_worker_wake(DT_NOEND);
+	/* from the snapshot on, what sessions publish is noted for its end */
+	rl_registry_cycle_begin();
+	resent = resend_retained();
 	n = rl_registry_snapshot(&copies);
 	due = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
 	orphans = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
@@ -315,12 +390,12 @@ run_cycle(void)
 		ok = release_slots(orphans, norphans, false);
 	if (ok && nunsettled > 0)
 		ok = release_slots(unsettled, nunsettled, true);
+	ok = ok && resent;
 	note_redis(ok);
-	if (!ok || norphans > 0 || nunsettled > 0)
+	if (!ok || norphans > 0 || nunsettled > 0 || nretained > 0)
 		next = Min(next, TimestampTzPlusMilliseconds(now, RETRY_MS));
 
-	if (rl_registry_set_worker_wake(next))
-		return 0;
+	next = rl_registry_cycle_end(next);
 	now = GetCurrentTimestamp();
 	sleep_ms = next > now ? (long) ((next - now + 999) / 1000) : 0;
 	return sleep_ms;

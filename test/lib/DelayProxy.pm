@@ -165,13 +165,14 @@ sub run
 				elsif ($cmd =~ /^stall (up|down)$/) { $stalled{$1} = 1; print "ok stall $1\n"; }
 				elsif ($cmd =~ /^go (up|down|all)$/)
 				{
+					# after what is queued already, so every connection keeps its order
+					my $due = @q ? ($q[-1][0] > $t ? $q[-1][0] : $t) : $t;
 					for my $dir ($1 eq 'all' ? qw(up down) : ($1))
 					{
 						delete $stalled{$dir};
-						push @q, map { $_->[0] = $t; $_ } @{ $held{$dir} };
+						push @q, map { $_->[0] = $due; $_ } @{ $held{$dir} };
 						$held{$dir} = [];
 					}
-					@q = sort { $a->[0] <=> $b->[0] } @q;
 					print "ok go $1\n";
 				}
 				elsif ($cmd eq 'held') { printf "held up=%d down=%d\n", scalar @{ $held{up} }, scalar @{ $held{down} }; }

@@ -54,8 +54,10 @@ cmp_ok($a->query("SELECT redis_lock_fencing_token('rr:1')"), '>', $t1,
 	'as a fresh hold: a higher fencing token');
 
 # the restore itself still works: a master restarted empty gets the hold back
+$proxy->cmd('stall up');
 $rl->restart_empty(2);
 is($rl->holders('rr:1'), 2, 'master 2 restarted empty: 2 of 3 have the hold');
+$proxy->cmd('go up');
 until_ok('the watchdog puts the hold back on master 2', sub { $rl->holders('rr:1') == 3 }, 30);
 is($a->query("SELECT state FROM redis_locks WHERE name = 'rr:1'"), 'held', 'and the lock is held, not lost');
 is($a->query("SELECT redis_lock_release('rr:1')"), 't', 'A releases');
