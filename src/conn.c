@@ -934,6 +934,37 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 }
 
 /*
+ * One sentinel's answer to cmds on a throwaway connection, closed before
+ * returning, also when an interrupt raises an ERROR out of the wait: a
+ * cancel must not leave its socket and wait set behind. The connection is
+ * static so that the error path sees what the wait left in it.
+ */
+static bool
+ask_sentinel(const RLNode *sentinel, int n, const RLCommand *cmds,
+			 RLReply **replies, TimestampTz until, char *problem, size_t size)
+{
+	static RLConn probe = {.role = "sentinel", .pinned = true};
+	bool		ok;
+
+	probe.node = *sentinel;
+	PG_TRY();
+	{
+		ok = connect_socket(&probe, sentinel, NULL, until) &&
+			round_trip(&probe, n, cmds, replies, until);
+	}
+	PG_CATCH();
+	{
+		rl_disconnect(&probe);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!ok)
+		snprintf(problem, size, "sentinel %s: %s", sentinel->desc, probe.errmsg);
+	rl_disconnect(&probe);
+	return ok;
+}
+
+/*
  * Asks the sentinels, in turn, where the master is; the one that answered
  * last is asked first. Every new connection asks again, so a failover is
  * followed as soon as the old connection breaks or refuses writes.
@@ -941,7 +972,6 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 static bool
 discover_master(RLConn *c, TimestampTz until)
 {
-	RLConn		probe = {.role = "sentinel", .pinned = true};
 	char		problem[256] = "no sentinel answered";
 
 	for (int i = 0; i < nsentinels; i++)
@@ -964,16 +994,9 @@ discover_master(RLConn *c, TimestampTz until)
 		rl_set_arg(&cmds[n], "get-master-addr-by-name", 23);
 		rl_set_arg(&cmds[n], rl_sentinel_master, strlen(rl_sentinel_master));
 		n++;
-		probe.node = sentinels[k];
-		if (!connect_socket(&probe, &sentinels[k], NULL, one) ||
-			!round_trip(&probe, n, cmds, replies, one))
-		{
-			snprintf(problem, sizeof(problem), "sentinel %s: %s",
-					 sentinels[k].desc, probe.errmsg);
-			rl_disconnect(&probe);
+		if (!ask_sentinel(&sentinels[k], n, cmds, replies, one,
+						  problem, sizeof(problem)))
 			continue;
-		}
-		rl_disconnect(&probe);
 		if (n == 2 && replies[0]->type == REDIS_REPLY_ERROR)
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s refused the password: %s",
