@@ -27,6 +27,7 @@
 
 #include "conn.h"
 #include "redislock.h"
+#include "scripts.h"
 
 /* Where to connect, parsed from redislock.url. */
 typedef struct RLServer
@@ -48,7 +49,10 @@ typedef struct RLSetup
 	int			role_reply;
 } RLSetup;
 
-#define RL_SETUP_MAX 5
+#define RL_SETUP_MAX (5 + RL_NSCRIPTS)
+
+/* Late replies a connection may owe before it is reset instead (see flight_abandon). */
+#define RL_MAX_OWED 256
 
 typedef enum WaitResult
 {
@@ -572,7 +576,7 @@ rl_disconnect(RLConn *c)
 {
 	if (c->wes)
 		FreeWaitEventSet(c->wes);
-	if (c->ctx && c->in_flight)
+	if (c->ctx && (c->in_flight || c->owed > 0))
 	{
 		/*
 		 * A request whose outcome we gave up on must never take effect
@@ -592,6 +596,7 @@ rl_disconnect(RLConn *c)
 	c->wes = NULL;
 	c->ctx = NULL;
 	c->in_flight = false;
+	c->owed = 0;
 	c->subscribed = false;
 	c->nchannels = 0;
 	c->channels = NULL;
@@ -646,6 +651,12 @@ read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out
 			return fail(c, RLF_PROTOCOL,
 						"invalid reply from redis server at %s: %s",
 						rl_conn_desc(c), c->ctx->errstr);
+		if (r != NULL && c->owed > 0)
+		{
+			c->owed--;
+			freeReplyObject(r);
+			continue;
+		}
 		if (r != NULL)
 		{
 			*out = r;
@@ -771,7 +782,10 @@ rl_set_arg(RLCommand *cmd, const char *arg, size_t len)
  * The commands that start every connection, sent in its first pipeline:
  * AUTH, SELECT, learn our CLIENT ID, behind sentinels check that the server
  * is (still) the master, and kill the connection we gave up on before (see
- * rl_disconnect), so that nothing it sent can run after our requests.
+ * rl_disconnect), so that nothing it sent can run after our requests. With
+ * preload_scripts, load every script: a request left to a straggler (see
+ * flight_abandon) must not fail with NOSCRIPT where nobody reads the reply
+ * (a refused load just leaves the usual NOSCRIPT retry).
  * Returns how many; stale must outlive the pipeline.
  */
 static int
@@ -814,6 +828,13 @@ build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 		rl_set_arg(&cmds[n], "KILL", 4);
 		rl_set_arg(&cmds[n], "ID", 2);
 		rl_set_arg(&cmds[n], stale, strlen(stale));
+		n++;
+	}
+	for (int i = 0; c->preload_scripts && i < RL_NSCRIPTS; i++)
+	{
+		rl_set_arg(&cmds[n], "SCRIPT", 6);
+		rl_set_arg(&cmds[n], "LOAD", 4);
+		rl_set_arg(&cmds[n], rl_scripts[i]->body, strlen(rl_scripts[i]->body));
 		n++;
 	}
 	st->n = n;
@@ -1231,6 +1252,12 @@ flight_read(Flight *f)
 						rl_conn_desc(c), c->ctx->errstr);
 		if (r == NULL)
 			return true;
+		if (c->owed > 0)
+		{
+			c->owed--;
+			freeReplyObject(r);
+			continue;
+		}
 		if (f->got < f->setup.n)
 			f->setup_replies[f->got] = copy_reply(r);
 		else
@@ -1284,9 +1311,32 @@ flight_step(Flight *f)
 }
 
 /*
+ * Leaves a straggler's requests to finish on their own: a set-up connection
+ * stays open and in sync, its late replies owed and skipped on the next use.
+ * Requests on one connection run in order, so a release sent next still
+ * applies after a late acquisition; resetting the connection instead would
+ * drop both. False when the connection cannot be kept (still connecting or
+ * in setup, or too far behind).
+ */
+static bool
+flight_abandon(Flight *f)
+{
+	RLConn	   *c = f->b->conn;
+	int			left = f->setup.n + f->b->ncmds - f->got;
+
+	if (f->state == FLIGHT_CONNECTING || f->got < f->setup.n ||
+		c->owed + left > RL_MAX_OWED)
+		return false;
+	c->owed += left;
+	c->in_flight = false;
+	f->state = FLIGHT_DONE;
+	return true;
+}
+
+/*
  * Fails the flights whose time is up; connecting ones by connect_until.
  * With straggling, until was brought forward because enough others had
- * answered.
+ * answered; those keep their connection (flight_abandon).
  */
 static void
 flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_until,
@@ -1305,9 +1355,13 @@ flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_un
 				 "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
 				 rl_conn_desc(c), rl_connect_timeout);
 		else if (now >= until && straggling)
+		{
 			fail(c, RLF_TIMEOUT,
 				 "redis server at %s did not answer while a majority of the others did",
 				 rl_conn_desc(c));
+			if (flight_abandon(&flights[i]))
+				continue;
+		}
 		else if (now >= until)
 			fail(c, RLF_TIMEOUT,
 				 "redis server at %s did not answer within redislock.command_timeout (%d ms)",

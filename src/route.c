@@ -653,6 +653,7 @@ redlock_check_settings(void)
 		redlock_cmd[i].role = "command";
 		redlock_sub[i].role = "subscriber";
 		redlock_cmd[i].pinned = redlock_sub[i].pinned = true;
+		redlock_cmd[i].preload_scripts = true;
 		redlock_cmd[i].node = redlock_sub[i].node = nodes[i];
 	}
 	nredlock = n;
@@ -900,8 +901,8 @@ rl_redlock_subscribe(const char *channel)
 			nsubscribed++;
 			continue;
 		}
-		/* a master that just failed is left out of this wait */
-		if (!rl_healthy(&redlock_cmd[i]) && redlock_cmd[i].failure != RLF_NONE)
+		/* a master that just failed or lagged is left out of this wait */
+		if (redlock_cmd[i].failure != RLF_NONE)
 			continue;
 		if (rl_subscribe(&redlock_sub[i], 1, &chan))
 			nsubscribed++;
