@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <hiredis/hiredis.h>
 
 #include "lib/stringinfo.h"
@@ -28,6 +29,7 @@
 #include "conn.h"
 #include "redislock.h"
 #include "scripts.h"
+#include "transport.h"
 
 /* Where to connect, parsed from redislock.url. */
 typedef struct RLServer
@@ -889,17 +891,33 @@ setup_session(RLConn *c, TimestampTz until)
 
 /*
  * Starts a non-blocking connect to the node (or unix path); the socket
- * becomes writable once it connected or failed (see connected()).
+ * becomes writable once it connected or failed (see connected()). A host
+ * name is resolved by until at the latest (see transport.c), not by
+ * hiredis, whose lookup blocks.
  */
 static bool
-open_socket(RLConn *c, const RLNode *node, const char *unix_path)
+open_socket(RLConn *c, const RLNode *node, const char *unix_path,
+			TimestampTz until)
 {
 	redisContext *ctx;
 
 	if (unix_path != NULL && unix_path[0] != '\0')
 		ctx = redisConnectUnixNonBlock(unix_path);
 	else
-		ctx = redisConnectNonBlock(node->host, node->port);
+	{
+		char		problem[512];
+		int			fd = rl_tcp_connect(node->host, node->port, until,
+										problem, sizeof(problem));
+
+		if (fd < 0)
+			return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+						rl_conn_desc(c), problem);
+		ctx = redisConnectFd(fd);
+		if (ctx == NULL)
+			close(fd);
+		else
+			ctx->flags &= ~REDIS_BLOCK; /* EAGAIN means "wait", as we do */
+	}
 	if (ctx == NULL)
 		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
 					rl_conn_desc(c));
@@ -938,7 +956,7 @@ static bool
 connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			   TimestampTz until)
 {
-	if (!open_socket(c, node, unix_path))
+	if (!open_socket(c, node, unix_path, until))
 		return false;
 	switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
 	{
@@ -1194,7 +1212,7 @@ flight_fail(Flight *f)
  * the connect and one round trip, as a reused one costs one round trip.
  */
 static void
-flight_start(Flight *f, RLBatch *b)
+flight_start(Flight *f, RLBatch *b, TimestampTz connect_until)
 {
 	RLConn	   *c = b->conn;
 	RLCommand	setup[RL_SETUP_MAX];
@@ -1216,7 +1234,7 @@ flight_start(Flight *f, RLBatch *b)
 			return;
 		}
 		c->generation = rl_settings_generation;
-		if (!open_socket(c, &c->node, NULL) ||
+		if (!open_socket(c, &c->node, NULL, connect_until) ||
 			!queue_commands(c, build_setup(c, setup, f->db, f->stale, &f->setup), setup))
 		{
 			flight_fail(f);
@@ -1503,21 +1521,23 @@ rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until, int enough)
 	Flight	   *flights = palloc(sizeof(Flight) * Max(nbatches, 1));
 	bool	   *reused = palloc(sizeof(bool) * Max(nbatches, 1));
 	int			nok = 0;
+	TimestampTz connect_until = Min(until, after_ms(rl_connect_timeout));
 
 	for (int i = 0; i < nbatches; i++)
 	{
 		reused[i] = rl_healthy(batches[i].conn);
-		flight_start(&flights[i], &batches[i]);
+		flight_start(&flights[i], &batches[i], connect_until);
 	}
-	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)), enough);
+	flights_wait(flights, nbatches, until, connect_until, enough);
+	connect_until = Min(until, after_ms(rl_connect_timeout));
 	for (int i = 0; i < nbatches; i++)
 	{
 		if (!batches[i].ok && reused[i] && batches[i].conn->failure == RLF_IO)
-			flight_start(&flights[i], &batches[i]);
+			flight_start(&flights[i], &batches[i], connect_until);
 		else
 			flights[i].state = FLIGHT_DONE;
 	}
-	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)), enough);
+	flights_wait(flights, nbatches, until, connect_until, enough);
 	for (int i = 0; i < nbatches; i++)
 		nok += batches[i].ok ? 1 : 0;
 	return nok;
