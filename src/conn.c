@@ -7,6 +7,9 @@
  * hiredis 0.14's blocking calls retry on EINTR, so a blocking call could
  * neither be cancelled nor bounded. A reply interrupted half-way leaves the
  * stream out of sync; such a connection is dropped and reopened on next use.
+ * A Redlock master that answers after the majority keeps its connection
+ * instead: its late replies are skipped on the next use (flight_abandon).
+ * Sockets are opened by transport.c, whose host name lookups do not block.
  *
  * src/conn.c
  */
@@ -1334,7 +1337,7 @@ flight_step(Flight *f)
  * Requests on one connection run in order, so a release sent next still
  * applies after a late acquisition; resetting the connection instead would
  * drop both. False when the connection cannot be kept (still connecting or
- * in setup, or too far behind).
+ * in setup, refused the setup, or too far behind).
  */
 static bool
 flight_abandon(Flight *f)
@@ -1344,6 +1347,8 @@ flight_abandon(Flight *f)
 
 	if (f->state == FLIGHT_CONNECTING || f->got < f->setup.n ||
 		c->owed + left > RL_MAX_OWED)
+		return false;
+	if (f->setup.n > 0 && !check_setup(c, &f->setup, f->setup_replies))
 		return false;
 	c->owed += left;
 	c->in_flight = false;
