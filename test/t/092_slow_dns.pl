@@ -13,6 +13,9 @@ use File::Copy qw(copy);
 use Test::More;
 use RedisLockTest;
 
+plan skip_all => 'needs unprivileged user namespaces (unshare --user --map-root-user)'
+  unless system('unshare --user --map-root-user --mount --net true >/dev/null 2>&1') == 0;
+
 my $HOST = 'redis.slow-dns.test';
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 chomp(my $realbin = `pg_config --bindir`);
