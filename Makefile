@@ -11,6 +11,7 @@ OBJS = \
 	src/scripts.o \
 	src/secrets.o \
 	src/sqlapi.o \
+	src/transport.o \
 	src/views.o \
 	src/worker.o
 
@@ -21,7 +22,8 @@ PGFILEDESC = "redislock - Redis-backed distributed locks"
 REGRESS = setup api scope badinput views
 
 PG_CPPFLAGS = -I$(srcdir)/src
-SHLIB_LINK = -lhiredis
+# -lanl: getaddrinfo_a, in libc itself since glibc 2.34
+SHLIB_LINK = -lhiredis -lanl
 EXTRA_CLEAN = src/lua_scripts.h
 
 LUA = $(sort $(wildcard lua/*.lua))

@@ -7,6 +7,9 @@
  * hiredis 0.14's blocking calls retry on EINTR, so a blocking call could
  * neither be cancelled nor bounded. A reply interrupted half-way leaves the
  * stream out of sync; such a connection is dropped and reopened on next use.
+ * A Redlock master that answers after the majority keeps its connection
+ * instead: its late replies are skipped on the next use (flight_abandon).
+ * Sockets are opened by transport.c, whose host name lookups do not block.
  *
  * src/conn.c
  */
@@ -14,6 +17,7 @@
 
 #include <limits.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <hiredis/hiredis.h>
 
 #include "lib/stringinfo.h"
@@ -27,7 +31,9 @@
 
 #include "conn.h"
 #include "redislock.h"
+#include "scripts.h"
 #include "secrets.h"
+#include "transport.h"
 
 /* Where to connect, parsed from redislock.url. */
 typedef struct RLServer
@@ -49,7 +55,10 @@ typedef struct RLSetup
 	int			role_reply;
 } RLSetup;
 
-#define RL_SETUP_MAX 5
+#define RL_SETUP_MAX (5 + RL_NSCRIPTS)
+
+/* Late replies a connection may owe before it is reset instead (see flight_abandon). */
+#define RL_MAX_OWED 256
 
 typedef enum WaitResult
 {
@@ -595,7 +604,7 @@ rl_disconnect(RLConn *c)
 {
 	if (c->wes)
 		FreeWaitEventSet(c->wes);
-	if (c->ctx && c->in_flight)
+	if (c->ctx && (c->in_flight || c->owed > 0))
 	{
 		/*
 		 * A request whose outcome we gave up on must never take effect
@@ -615,6 +624,7 @@ rl_disconnect(RLConn *c)
 	c->wes = NULL;
 	c->ctx = NULL;
 	c->in_flight = false;
+	c->owed = 0;
 	c->subscribed = false;
 	c->nchannels = 0;
 	c->channels = NULL;
@@ -669,6 +679,12 @@ read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out
 			return fail(c, RLF_PROTOCOL,
 						"invalid reply from redis server at %s: %s",
 						rl_conn_desc(c), c->ctx->errstr);
+		if (r != NULL && c->owed > 0)
+		{
+			c->owed--;
+			freeReplyObject(r);
+			continue;
+		}
 		if (r != NULL)
 		{
 			*out = r;
@@ -794,7 +810,10 @@ rl_set_arg(RLCommand *cmd, const char *arg, size_t len)
  * The commands that start every connection, sent in its first pipeline:
  * AUTH, SELECT, learn our CLIENT ID, behind sentinels check that the server
  * is (still) the master, and kill the connection we gave up on before (see
- * rl_disconnect), so that nothing it sent can run after our requests.
+ * rl_disconnect), so that nothing it sent can run after our requests. With
+ * preload_scripts, load every script: a request left to a straggler (see
+ * flight_abandon) must not fail with NOSCRIPT where nobody reads the reply
+ * (a refused load just leaves the usual NOSCRIPT retry).
  * Returns how many; stale must outlive the pipeline.
  */
 static int
@@ -837,6 +856,13 @@ build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 		rl_set_arg(&cmds[n], "KILL", 4);
 		rl_set_arg(&cmds[n], "ID", 2);
 		rl_set_arg(&cmds[n], stale, strlen(stale));
+		n++;
+	}
+	for (int i = 0; c->preload_scripts && i < RL_NSCRIPTS; i++)
+	{
+		rl_set_arg(&cmds[n], "SCRIPT", 6);
+		rl_set_arg(&cmds[n], "LOAD", 4);
+		rl_set_arg(&cmds[n], rl_scripts[i]->body, strlen(rl_scripts[i]->body));
 		n++;
 	}
 	st->n = n;
@@ -891,17 +917,33 @@ setup_session(RLConn *c, TimestampTz until)
 
 /*
  * Starts a non-blocking connect to the node (or unix path); the socket
- * becomes writable once it connected or failed (see connected()).
+ * becomes writable once it connected or failed (see connected()). A host
+ * name is resolved by until at the latest (see transport.c), not by
+ * hiredis, whose lookup blocks.
  */
 static bool
-open_socket(RLConn *c, const RLNode *node, const char *unix_path)
+open_socket(RLConn *c, const RLNode *node, const char *unix_path,
+			TimestampTz until)
 {
 	redisContext *ctx;
 
 	if (unix_path != NULL && unix_path[0] != '\0')
 		ctx = redisConnectUnixNonBlock(unix_path);
 	else
-		ctx = redisConnectNonBlock(node->host, node->port);
+	{
+		char		problem[512];
+		int			fd = rl_tcp_connect(node->host, node->port, until,
+										problem, sizeof(problem));
+
+		if (fd < 0)
+			return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+						rl_conn_desc(c), problem);
+		ctx = redisConnectFd(fd);
+		if (ctx == NULL)
+			close(fd);
+		else
+			ctx->flags &= ~REDIS_BLOCK; /* EAGAIN means "wait", as we do */
+	}
 	if (ctx == NULL)
 		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
 					rl_conn_desc(c));
@@ -940,7 +982,7 @@ static bool
 connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			   TimestampTz until)
 {
-	if (!open_socket(c, node, unix_path))
+	if (!open_socket(c, node, unix_path, until))
 		return false;
 	switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
 	{
@@ -957,6 +999,37 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 }
 
 /*
+ * One sentinel's answer to cmds on a throwaway connection, closed before
+ * returning, also when an interrupt raises an ERROR out of the wait: a
+ * cancel must not leave its socket and wait set behind. The connection is
+ * static so that the error path sees what the wait left in it.
+ */
+static bool
+ask_sentinel(const RLNode *sentinel, int n, const RLCommand *cmds,
+			 RLReply **replies, TimestampTz until, char *problem, size_t size)
+{
+	static RLConn probe = {.role = "sentinel", .pinned = true};
+	bool		ok;
+
+	probe.node = *sentinel;
+	PG_TRY();
+	{
+		ok = connect_socket(&probe, sentinel, NULL, until) &&
+			round_trip(&probe, n, cmds, replies, until);
+	}
+	PG_CATCH();
+	{
+		rl_disconnect(&probe);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!ok)
+		snprintf(problem, size, "sentinel %s: %s", sentinel->desc, probe.errmsg);
+	rl_disconnect(&probe);
+	return ok;
+}
+
+/*
  * Asks the sentinels, in turn, where the master is; the one that answered
  * last is asked first. Every new connection asks again, so a failover is
  * followed as soon as the old connection breaks or refuses writes.
@@ -964,7 +1037,6 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 static bool
 discover_master(RLConn *c, TimestampTz until)
 {
-	RLConn		probe = {.role = "sentinel", .pinned = true};
 	char		problem[256] = "no sentinel answered";
 
 	for (int i = 0; i < nsentinels; i++)
@@ -987,16 +1059,9 @@ discover_master(RLConn *c, TimestampTz until)
 		rl_set_arg(&cmds[n], "get-master-addr-by-name", 23);
 		rl_set_arg(&cmds[n], rl_sentinel_master, strlen(rl_sentinel_master));
 		n++;
-		probe.node = sentinels[k];
-		if (!connect_socket(&probe, &sentinels[k], NULL, one) ||
-			!round_trip(&probe, n, cmds, replies, one))
-		{
-			snprintf(problem, sizeof(problem), "sentinel %s: %s",
-					 sentinels[k].desc, probe.errmsg);
-			rl_disconnect(&probe);
+		if (!ask_sentinel(&sentinels[k], n, cmds, replies, one,
+						  problem, sizeof(problem)))
 			continue;
-		}
-		rl_disconnect(&probe);
 		if (n == 2 && replies[0]->type == REDIS_REPLY_ERROR)
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s refused the password: %s",
@@ -1173,7 +1238,7 @@ flight_fail(Flight *f)
  * the connect and one round trip, as a reused one costs one round trip.
  */
 static void
-flight_start(Flight *f, RLBatch *b)
+flight_start(Flight *f, RLBatch *b, TimestampTz connect_until)
 {
 	RLConn	   *c = b->conn;
 	RLCommand	setup[RL_SETUP_MAX];
@@ -1195,7 +1260,7 @@ flight_start(Flight *f, RLBatch *b)
 			return;
 		}
 		c->generation = rl_settings_generation;
-		if (!open_socket(c, &c->node, NULL) ||
+		if (!open_socket(c, &c->node, NULL, connect_until) ||
 			!queue_commands(c, build_setup(c, setup, f->db, f->stale, &f->setup), setup))
 		{
 			flight_fail(f);
@@ -1231,6 +1296,12 @@ flight_read(Flight *f)
 						rl_conn_desc(c), c->ctx->errstr);
 		if (r == NULL)
 			return true;
+		if (c->owed > 0)
+		{
+			c->owed--;
+			freeReplyObject(r);
+			continue;
+		}
 		if (f->got < f->setup.n)
 			f->setup_replies[f->got] = copy_reply(r);
 		else
@@ -1284,9 +1355,34 @@ flight_step(Flight *f)
 }
 
 /*
+ * Leaves a straggler's requests to finish on their own: a set-up connection
+ * stays open and in sync, its late replies owed and skipped on the next use.
+ * Requests on one connection run in order, so a release sent next still
+ * applies after a late acquisition; resetting the connection instead would
+ * drop both. False when the connection cannot be kept (still connecting or
+ * in setup, refused the setup, or too far behind).
+ */
+static bool
+flight_abandon(Flight *f)
+{
+	RLConn	   *c = f->b->conn;
+	int			left = f->setup.n + f->b->ncmds - f->got;
+
+	if (f->state == FLIGHT_CONNECTING || f->got < f->setup.n ||
+		c->owed + left > RL_MAX_OWED)
+		return false;
+	if (f->setup.n > 0 && !check_setup(c, &f->setup, f->setup_replies))
+		return false;
+	c->owed += left;
+	c->in_flight = false;
+	f->state = FLIGHT_DONE;
+	return true;
+}
+
+/*
  * Fails the flights whose time is up; connecting ones by connect_until.
  * With straggling, until was brought forward because enough others had
- * answered.
+ * answered; those keep their connection (flight_abandon).
  */
 static void
 flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_until,
@@ -1305,9 +1401,13 @@ flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_un
 				 "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
 				 rl_conn_desc(c), rl_connect_timeout);
 		else if (now >= until && straggling)
+		{
 			fail(c, RLF_TIMEOUT,
 				 "redis server at %s did not answer while a majority of the others did",
 				 rl_conn_desc(c));
+			if (flight_abandon(&flights[i]))
+				continue;
+		}
 		else if (now >= until)
 			fail(c, RLF_TIMEOUT,
 				 "redis server at %s did not answer within redislock.command_timeout (%d ms)",
@@ -1449,21 +1549,23 @@ rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until, int enough)
 	Flight	   *flights = palloc(sizeof(Flight) * Max(nbatches, 1));
 	bool	   *reused = palloc(sizeof(bool) * Max(nbatches, 1));
 	int			nok = 0;
+	TimestampTz connect_until = Min(until, after_ms(rl_connect_timeout));
 
 	for (int i = 0; i < nbatches; i++)
 	{
 		reused[i] = rl_healthy(batches[i].conn);
-		flight_start(&flights[i], &batches[i]);
+		flight_start(&flights[i], &batches[i], connect_until);
 	}
-	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)), enough);
+	flights_wait(flights, nbatches, until, connect_until, enough);
+	connect_until = Min(until, after_ms(rl_connect_timeout));
 	for (int i = 0; i < nbatches; i++)
 	{
 		if (!batches[i].ok && reused[i] && batches[i].conn->failure == RLF_IO)
-			flight_start(&flights[i], &batches[i]);
+			flight_start(&flights[i], &batches[i], connect_until);
 		else
 			flights[i].state = FLIGHT_DONE;
 	}
-	flights_wait(flights, nbatches, until, Min(until, after_ms(rl_connect_timeout)), enough);
+	flights_wait(flights, nbatches, until, connect_until, enough);
 	for (int i = 0; i < nbatches; i++)
 		nok += batches[i].ok ? 1 : 0;
 	return nok;

@@ -86,6 +86,7 @@ typedef struct RLConn
 {
 	const char *role;			/* "command" or "subscriber", for logs */
 	bool		pinned;			/* connects to node, not to redislock.url */
+	bool		preload_scripts;	/* SCRIPT LOAD all of them when opened */
 	RLNode		node;
 	struct redisContext *ctx;
 	struct WaitEventSet *wes;
@@ -94,6 +95,8 @@ typedef struct RLConn
 	uint64		generation;		/* rl_settings_generation when opened */
 	bool		in_flight;		/* a request or subscription was left
 								 * half-done: the stream is out of sync */
+	int			owed;			/* replies to requests given up on while a
+								 * majority answered: skipped when they come */
 	bool		subscribed;
 	long long	client_id;		/* Redis' CLIENT ID of this connection */
 	long long	stale_client_id;	/* of a connection dropped with a

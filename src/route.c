@@ -6,8 +6,11 @@
  *
  * A cluster's slot map comes from CLUSTER SLOTS and is corrected by MOVED
  * replies; ASK sends one request to the importing node during a slot
- * migration. Requests for different nodes go out in parallel. Failures are
- * copied to rl_cmd_conn, so that callers report them as on one server.
+ * migration. The nodes known are those of the last slot map (plus seeds and
+ * redirection targets met since): each map replaces them, so nodes that
+ * come back at new addresses do not pile up. Requests for different nodes
+ * go out in parallel. Failures are copied to rl_cmd_conn, so that callers
+ * report them as on one server.
  *
  * src/route.c
  */
@@ -26,7 +29,6 @@
 #include "route.h"
 
 #define CLUSTER_SLOTS 16384
-#define MAX_CLUSTER_NODES 128
 
 /* MOVED redirections one request may follow before we call the cluster unstable. */
 #define MAX_REDIRECTS 16
@@ -35,8 +37,9 @@
 #define RETRY_MS 100
 
 /* The cluster as this backend knows it. */
-static RLConn *cluster_nodes[MAX_CLUSTER_NODES];
+static RLConn **cluster_nodes = NULL;	/* in TopMemoryContext */
 static int	ncluster_nodes = 0;
+static int	cluster_nodes_size = 0;
 static int16 *slot_owner = NULL;	/* index into cluster_nodes, or -1 */
 static bool map_loaded = false;
 static bool cluster_sharded = false;	/* SPUBLISH/SSUBSCRIBE usable */
@@ -146,6 +149,14 @@ pause_briefly(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/* Closes and frees a node's connection. */
+static void
+drop_node(RLConn *c)
+{
+	rl_disconnect(c);
+	pfree(c);
+}
+
 /* Drops what we knew of the cluster when the settings changed. */
 static void
 cluster_check_settings(void)
@@ -153,7 +164,7 @@ cluster_check_settings(void)
 	if (cluster_generation == rl_settings_generation)
 		return;
 	for (int i = 0; i < ncluster_nodes; i++)
-		rl_disconnect(cluster_nodes[i]);
+		drop_node(cluster_nodes[i]);
 	ncluster_nodes = 0;
 	map_loaded = false;
 	cluster_generation = rl_settings_generation;
@@ -164,45 +175,68 @@ cluster_check_settings(void)
 		slot_owner[s] = -1;
 }
 
-/* The node at host:port, added to those we know if new; -1 if too many. */
+/* The index of host:port in nodes, or -1. */
 static int
-cluster_node(const char *host, int port)
+find_node(RLConn **nodes, int n, const char *host, int port)
 {
-	RLConn	   *c;
-
-	for (int i = 0; i < ncluster_nodes; i++)
-		if (cluster_nodes[i]->node.port == port &&
-			strcmp(cluster_nodes[i]->node.host, host) == 0)
+	for (int i = 0; i < n; i++)
+		if (nodes[i] != NULL && nodes[i]->node.port == port &&
+			strcmp(nodes[i]->node.host, host) == 0)
 			return i;
-	if (ncluster_nodes == MAX_CLUSTER_NODES || strlen(host) >= sizeof(c->node.host))
-		return -1;
-	c = MemoryContextAllocZero(TopMemoryContext, sizeof(RLConn));
+	return -1;
+}
+
+static RLConn *
+new_node(const char *host, int port)
+{
+	RLConn	   *c = MemoryContextAllocZero(TopMemoryContext, sizeof(RLConn));
+
 	c->role = "cluster";
 	c->pinned = true;
 	strlcpy(c->node.host, host, sizeof(c->node.host));
 	c->node.port = port;
 	snprintf(c->node.desc, sizeof(c->node.desc), "%s:%d", host, port);
-	cluster_nodes[ncluster_nodes] = c;
+	return c;
+}
+
+/*
+ * The node at host:port, added to those we know if new (the table grows as
+ * needed; the next slot map trims it); -1 for a host name too long.
+ */
+static int
+cluster_node(const char *host, int port)
+{
+	int			i = find_node(cluster_nodes, ncluster_nodes, host, port);
+
+	if (i >= 0)
+		return i;
+	if (strlen(host) >= sizeof(cluster_nodes[0]->node.host) ||
+		ncluster_nodes == PG_INT16_MAX)
+		return -1;
+	if (ncluster_nodes == cluster_nodes_size)
+	{
+		cluster_nodes_size = Max(cluster_nodes_size * 2, 16);
+		cluster_nodes = cluster_nodes == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(RLConn *) * cluster_nodes_size) :
+			repalloc(cluster_nodes, sizeof(RLConn *) * cluster_nodes_size);
+	}
+	cluster_nodes[ncluster_nodes] = new_node(host, port);
 	return ncluster_nodes++;
 }
 
 /*
- * Reads CLUSTER SLOTS from node i into the slot map. Entries are
- * [first slot, last slot, [host, port, id...], replicas...]; an empty host
- * means the node we asked.
+ * Is r a CLUSTER SLOTS reply we can read? Entries are [first slot, last
+ * slot, [host, port, id...], replicas...].
  */
 static bool
-load_slots(int i, const RLReply *r)
+slots_reply_ok(const RLReply *r)
 {
 	if (r->type != REDIS_REPLY_ARRAY)
 		return false;
-	for (int s = 0; s < CLUSTER_SLOTS; s++)
-		slot_owner[s] = -1;
 	for (size_t e = 0; e < r->elements; e++)
 	{
 		const RLReply *range = r->element[e];
 		const RLReply *master;
-		int			owner;
 
 		if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
 			range->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -212,18 +246,60 @@ load_slots(int i, const RLReply *r)
 			return false;
 		master = range->element[2];
 		if (master->element[0]->type != REDIS_REPLY_STRING ||
-			master->element[1]->type != REDIS_REPLY_INTEGER)
+			master->element[1]->type != REDIS_REPLY_INTEGER ||
+			master->element[0]->len >= sizeof(cluster_nodes[0]->node.host))
 			return false;
-		owner = master->element[0]->len == 0 ?
-			i : cluster_node(master->element[0]->str, (int) master->element[1]->integer);
+	}
+	return true;
+}
+
+/*
+ * Replaces the slot map and the nodes we know with those of a CLUSTER SLOTS
+ * reply (checked by slots_reply_ok) from the node at index asked; an empty
+ * host means that node. Connections to nodes still in the map are kept, the
+ * others closed.
+ */
+static void
+load_slots(int asked, const RLReply *r)
+{
+	RLNode		self = cluster_nodes[asked]->node;
+	int			size = Max((int) r->elements, 16);
+	RLConn	  **fresh = MemoryContextAlloc(TopMemoryContext, sizeof(RLConn *) * size);
+	int			n = 0;
+
+	for (int s = 0; s < CLUSTER_SLOTS; s++)
+		slot_owner[s] = -1;
+	for (size_t e = 0; e < r->elements; e++)
+	{
+		const RLReply *range = r->element[e];
+		const RLReply *master = range->element[2];
+		const char *host = master->element[0]->len == 0 ?
+			self.host : master->element[0]->str;
+		int			port = master->element[0]->len == 0 ?
+			self.port : (int) master->element[1]->integer;
+		int			owner = find_node(fresh, n, host, port);
+
 		if (owner < 0)
-			return false;
+		{
+			int			old = find_node(cluster_nodes, ncluster_nodes, host, port);
+
+			owner = n++;
+			fresh[owner] = old >= 0 ? cluster_nodes[old] : new_node(host, port);
+			if (old >= 0)
+				cluster_nodes[old] = NULL;
+		}
 		for (long long s = range->element[0]->integer;
 			 s <= range->element[1]->integer && s < CLUSTER_SLOTS; s++)
 			if (s >= 0)
 				slot_owner[s] = (int16) owner;
 	}
-	return true;
+	for (int i = 0; i < ncluster_nodes; i++)
+		if (cluster_nodes[i] != NULL)
+			drop_node(cluster_nodes[i]);
+	pfree(cluster_nodes);
+	cluster_nodes = fresh;
+	ncluster_nodes = n;
+	cluster_nodes_size = size;
 }
 
 /*
@@ -268,10 +344,11 @@ refresh_map(void)
 			return fail_cluster(RLF_CLUSTER,
 								"redis server at %s cannot serve as a cluster node: %s",
 								c->node.desc, replies[0]->str);
-		if (!load_slots(i, replies[0]))
+		if (!slots_reply_ok(replies[0]))
 			return fail_cluster(RLF_PROTOCOL,
 								"unexpected reply to CLUSTER SLOTS from redis server at %s",
 								c->node.desc);
+		load_slots(i, replies[0]);
 		cluster_sharded = replies[1]->type == REDIS_REPLY_ARRAY &&
 			replies[1]->elements > 0 &&
 			replies[1]->element[0]->type == REDIS_REPLY_ARRAY;
@@ -289,47 +366,58 @@ refresh_map(void)
 	}
 }
 
+/* Loads the slot map if we have none (that rebuilds the node table). */
+static bool
+ensure_map(void)
+{
+	cluster_check_settings();
+	return map_loaded || refresh_map();
+}
+
 /* The node serving slot, loading the map if needed; -1 if none does. */
 static int
 slot_node(int slot)
 {
-	cluster_check_settings();
-	if (!map_loaded && !refresh_map())
+	if (!ensure_map())
 		return -2;
 	return slot_owner[slot];
 }
 
 /* Parses the "<slot> <host>:<port>" of a MOVED or ASK error reply. */
-static int
-redirect_target(const char *err, int *slot)
+static bool
+redirect_target(const char *err, int *slot, RLNode *to)
 {
 	const char *p = strchr(err, ' ');
 	const char *addr;
 	const char *colon;
-	char		host[256];
 
 	if (p == NULL)
-		return -1;
+		return false;
 	*slot = atoi(p + 1);
 	addr = strchr(p + 1, ' ');
 	if (addr == NULL || *slot < 0 || *slot >= CLUSTER_SLOTS)
-		return -1;
+		return false;
 	addr++;
 	colon = strrchr(addr, ':');
-	if (colon == NULL || (size_t) (colon - addr) >= sizeof(host))
-		return -1;
-	memcpy(host, addr, colon - addr);
-	host[colon - addr] = '\0';
-	return cluster_node(host, atoi(colon + 1));
+	if (colon == NULL || (size_t) (colon - addr) >= sizeof(to->host))
+		return false;
+	memcpy(to->host, addr, colon - addr);
+	to->host[colon - addr] = '\0';
+	to->port = atoi(colon + 1);
+	return to->port > 0;
 }
 
-/* One pending request of cluster_exec(). */
+/*
+ * One pending request of cluster_exec(). An ASK target is kept as an
+ * address: the node table may be rebuilt before the request goes out.
+ */
 typedef struct Pending
 {
 	int			index;			/* into the caller's commands */
 	int			ncmds;			/* it and the keyless ones that ride with it */
 	int			slot;
-	int			ask_node;		/* -1, or the node an ASK sent it to */
+	bool		ask;			/* an ASK sent it to ask_to */
+	RLNode		ask_to;
 	int			redirects;
 } Pending;
 
@@ -343,27 +431,32 @@ static bool
 cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 			  RLReply **replies, int *nleft, bool *retry_later, TimestampTz until)
 {
-	RLBatch    *batches = palloc0(sizeof(RLBatch) * MAX_CLUSTER_NODES);
+	RLBatch    *batches;
 	Pending    *next = palloc(sizeof(Pending) * Max(npending, 1));
-	int		   *batch_of = palloc(sizeof(int) * MAX_CLUSTER_NODES);
-	int		  **origin = palloc0(sizeof(int *) * MAX_CLUSTER_NODES);
+	int		   *batch_of;
+	int		  **origin = palloc0(sizeof(int *) * Max(npending, 1));
 	int			nbatches = 0;
 	int			left = 0;
 	int			room = 0;
 	bool		ok = true;
 
-	for (int i = 0; i < MAX_CLUSTER_NODES; i++)
+	/* before any node is looked up: loading the map rebuilds the table */
+	if (!ensure_map())
+		return false;
+	batches = palloc0(sizeof(RLBatch) * Max(npending, 1));
+	/* ASK targets may add a node each */
+	batch_of = palloc(sizeof(int) * (ncluster_nodes + npending));
+	for (int i = 0; i < ncluster_nodes + npending; i++)
 		batch_of[i] = -1;
 	for (int p = 0; p < npending; p++)
 		room += pending[p].ncmds + 1;	/* + ASKING */
 	for (int p = 0; p < npending; p++)
 	{
-		int			node = pending[p].ask_node >= 0 ? pending[p].ask_node :
-			slot_node(pending[p].slot);
+		int			node = pending[p].ask ?
+			cluster_node(pending[p].ask_to.host, pending[p].ask_to.port) :
+			slot_owner[pending[p].slot];
 		RLBatch    *b;
 
-		if (node == -2)
-			return false;
 		if (node < 0)
 			return fail_cluster(RLF_CLUSTER,
 								"hash slot %d is not served by any node of the redis cluster",
@@ -378,7 +471,7 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 			nbatches++;
 		}
 		b = &batches[batch_of[node]];
-		if (pending[p].ask_node >= 0)
+		if (pending[p].ask)
 		{
 			RLCommand  *asking = (RLCommand *) &b->cmds[b->ncmds];
 
@@ -411,7 +504,7 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 			if (!b->ok)
 			{
 				/* the node may be failing over: ask the cluster again */
-				pd->ask_node = -1;
+				pd->ask = false;
 				next[left++] = *pd;
 				*retry_later = true;
 				map_loaded = false;
@@ -419,14 +512,18 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 				continue;
 			}
 			r = b->replies[k];
-			pd->ask_node = -1;
+			pd->ask = false;
 			if (r->type == REDIS_REPLY_ERROR &&
 				(strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0))
 			{
-				int			target = redirect_target(r->str, &slot);
+				RLNode		to;
+				bool		valid = redirect_target(r->str, &slot, &to);
+				int			target = -1;
 
 				/* only MOVED counts: ASK then TRYAGAIN repeats until a migration ends */
-				if (target < 0 || (r->str[0] == 'M' && ++pd->redirects > MAX_REDIRECTS))
+				if (valid && r->str[0] == 'M')
+					target = cluster_node(to.host, to.port);
+				if (!valid || (r->str[0] == 'M' && (target < 0 || ++pd->redirects > MAX_REDIRECTS)))
 					return fail_cluster(RLF_CLUSTER,
 										"the redis cluster keeps redirecting a request for hash slot %d: %s",
 										pd->slot, r->str);
@@ -436,7 +533,10 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 					map_loaded = false;
 				}
 				else
-					pd->ask_node = target;
+				{
+					pd->ask = true;
+					pd->ask_to = to;
+				}
 				next[left++] = *pd;
 			}
 			else if (r->type == REDIS_REPLY_ERROR &&
@@ -487,7 +587,7 @@ cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **re
 		pending[npending].index = i;
 		pending[npending].ncmds = 1;
 		pending[npending].slot = key_slot(keys[i]);
-		pending[npending].ask_node = -1;
+		pending[npending].ask = false;
 		pending[npending].redirects = 0;
 		npending++;
 	}
@@ -698,6 +798,7 @@ redlock_check_settings(void)
 		redlock_cmd[i].role = "command";
 		redlock_sub[i].role = "subscriber";
 		redlock_cmd[i].pinned = redlock_sub[i].pinned = true;
+		redlock_cmd[i].preload_scripts = true;
 		redlock_cmd[i].node = redlock_sub[i].node = nodes[i];
 	}
 	nredlock = n;
@@ -962,8 +1063,8 @@ rl_redlock_subscribe(const char *channel)
 			nsubscribed++;
 			continue;
 		}
-		/* a master that just failed is left out of this wait */
-		if (!rl_healthy(&redlock_cmd[i]) && redlock_cmd[i].failure != RLF_NONE)
+		/* a master that just failed or lagged is left out of this wait */
+		if (redlock_cmd[i].failure != RLF_NONE)
 			continue;
 		if (rl_subscribe(&redlock_sub[i], 1, &chan))
 			nsubscribed++;

@@ -10,3 +10,13 @@
 #include "scripts.h"
 
 #include "lua_scripts.h"
+
+const RedisScript *const rl_scripts[RL_NSCRIPTS] = {
+	&rl_script_acquire,
+	&rl_script_fair_acquire,
+	&rl_script_force_release,
+	&rl_script_raise_token,
+	&rl_script_release,
+	&rl_script_renew,
+	&rl_script_status,
+};

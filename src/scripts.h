@@ -17,4 +17,8 @@ extern const RedisScript rl_script_release;
 extern const RedisScript rl_script_renew;
 extern const RedisScript rl_script_status;
 
+/* Every script above, for connections that load them all when they open. */
+#define RL_NSCRIPTS 7
+extern const RedisScript *const rl_scripts[RL_NSCRIPTS];
+
 #endif							/* REDISLOCK_SCRIPTS_H */

@@ -1,0 +1,74 @@
+# Redis Cluster: nodes that come back at new addresses, over and over (pods
+# restarting with new IPs), must not exhaust what a backend remembers of the
+# cluster.  A one-node cluster announces a new loopback address each round
+# (cluster-announce-ip 127.0.0.N, and listens only there and on 127.0.0.1,
+# the seed); the backend's connections are killed, so it must reload the
+# slot map and follow the node to its new address.  After 150 addresses,
+# acquisitions still work, and the watchdog (another process, whose
+# connections are killed too) still renews a lock held all along.
+use strict;
+use warnings;
+use Test::More;
+use RedisLockTest;
+
+my $ROUNDS = 150;
+
+my $r = RedisLockTest::Redis->new(extra => [
+	'cluster-enabled yes',
+	'cluster-config-file nodes.conf',
+	'cluster-port ' . RedisLockTest::free_port(),
+]);
+$r->cli('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
+until_ok('the one-node cluster is up', sub { $r->cli('CLUSTER', 'INFO') =~ /cluster_state:ok/ });
+
+# The node moves to 127.0.0.$n; the seed address 127.0.0.1 stays.
+sub move_to
+{
+	my ($n) = @_;
+	my $ip = "127.0.0.$n";
+	$r->cli('CONFIG', 'SET', 'cluster-announce-ip', $ip);
+	$r->cli('CONFIG', 'SET', 'bind', "127.0.0.1 $ip");
+	return RedisLockTest::wait_until(10, "the node announces $ip",
+		sub { scalar($r->cli('CLUSTER', 'SLOTS')) =~ /^\Q$ip\E$/m });
+}
+ok(move_to(2), 'the node announces 127.0.0.2');
+
+my $node = RedisLockTest::node('cluster_churn', undef,
+	'redislock.cluster_nodes' => '127.0.0.1:' . $r->port,
+	'redislock.watchdog_timeout' => '3s');
+my $a = RedisLockTest::Session->new($node);
+my $b = RedisLockTest::Session->new($node);
+my $owner_a = $a->query('SELECT redis_lock_owner_id()');
+
+is($a->query("SELECT redis_lock_acquire('cc:w')"), 't', 'A holds cc:w (watchdog)');
+is($b->query("SELECT redis_lock_acquire('cc:k', '0', '1 min') AND redis_lock_release('cc:k')"), 't',
+	'B acquires and releases cc:k');
+
+my ($done, $err) = (0, undef);
+for my $n (3 .. $ROUNDS + 2)
+{
+	my $ip = "127.0.0.$n";
+	move_to($n) or do { $err = "the node did not announce $ip"; last };
+	$r->cli('CLIENT', 'KILL', 'TYPE', 'normal');
+	my ($v, $e) = $b->try(
+		"SELECT redis_lock_acquire('cc:k', '0', '1 min') AND redis_lock_release('cc:k')");
+	if (defined $v && $v eq 't')
+	{
+		$done++;
+	}
+	else
+	{
+		$err //= "first failure at $ip: " . ($e // "returned " . ($v // 'NULL'));
+	}
+}
+is($done, $ROUNDS, "acquire and release work at each of $ROUNDS new addresses") or diag($err);
+
+my $r0 = lock_stats($a)->{renewals};
+until_ok('the watchdog still renews cc:w', sub { lock_stats($a)->{renewals} >= $r0 + 2 });
+is($a->query("SELECT state FROM redis_locks WHERE name = 'cc:w'"), 'held', 'cc:w is still held');
+is($r->cli('HEXISTS', 'cc:w', $owner_a), 1, '... in Redis');
+is($a->query("SELECT redis_lock_release('cc:w')"), 't', 'A releases cc:w');
+
+no_crash_ok($node, 'cluster node churn');
+
+done_testing();
