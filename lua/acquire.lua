@@ -8,6 +8,8 @@
 -- ARGV[4]  how long the fencing counter lives from now, in ms: every
 --          acquisition extends it, so counters of names nobody uses any
 --          more do not stay in Redis forever
+-- KEYS[3]  Redlock only: the owner's release mark (see release.lua), removed
+--          when it takes the lock, so that its new hold can be restored
 -- Returns {1, token, fresh}: taken; fresh = 1 when the owner did not hold it
 --         before (the fencing counter was incremented), token = the counter.
 --         {0, pttl}: held by another owner; pttl of the lock in ms.
@@ -27,4 +29,7 @@ end
 redis.call('pexpire', KEYS[2], ARGV[4])
 redis.call('hset', KEYS[1], owner, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
+if KEYS[3] then
+    redis.call('del', KEYS[3])
+end
 return {1, token, held and 0 or 1}

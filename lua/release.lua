@@ -11,6 +11,11 @@
 -- ARGV[3]  '1' to also remove the owner from the fair queue
 -- ARGV[4]  publish command: 'publish', or 'spublish' on a cluster with
 --          sharded pub/sub (as Redisson chooses)
+-- KEYS[5]  Redlock only, with keep 0: the owner's release mark
+--          redislock_released:{<name>}:<owner>, which renew.lua checks
+--          before it puts a hold back on a master that lost it, so that a
+--          renewal arriving after this release cannot bring the lock back
+-- ARGV[5]  how long the mark lives, in ms
 -- Returns the owner's hold count before the call (0: it did not hold it).
 --
 -- A release publishes "0" on the main channel (Redisson RLock waiters) and on
@@ -18,6 +23,10 @@
 local owner = ARGV[1]
 local keep = tonumber(ARGV[2])
 local leave = ARGV[3] == '1'
+
+if KEYS[5] and keep == 0 then
+    redis.call('set', KEYS[5], '1', 'px', ARGV[5])
+end
 
 if leave then
     redis.call('lrem', KEYS[3], 0, owner)

@@ -5,6 +5,8 @@
 -- ARGV[2]  owner id
 -- ARGV[3]  Redlock only: the owner's hold count, to restore the hold on a
 --          master that has lost it while the lock is free there
+-- KEYS[2]  with ARGV[3]: the owner's release mark (see release.lua); a
+--          hold the owner released is never restored
 -- Returns 1 when renewed, 0 when the owner no longer holds the lock (it is
 -- lost: expired, force-released, or Redis lost its data), 2 when the hold
 -- was restored (Redlock: a master restarted empty gets our hold back, so a
@@ -13,7 +15,8 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return 1
 end
-if ARGV[3] and redis.call('exists', KEYS[1]) == 0 then
+if ARGV[3] and redis.call('exists', KEYS[1]) == 0 and
+   redis.call('exists', KEYS[2]) == 0 then
     redis.call('hset', KEYS[1], ARGV[2], ARGV[3])
     redis.call('pexpire', KEYS[1], ARGV[1])
     return 2

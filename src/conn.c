@@ -1190,13 +1190,17 @@ rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 	bool		reused = rl_healthy(c);
 	TimestampTz until = after_ms(rl_command_timeout);
 
+	c->maybe_delivered = false;
 	for (;;)
 	{
 		c->failure = RLF_NONE;
-		if (ensure_open(c, until) &&
-			round_trip(c, ncmds, cmds, replies, until) &&
-			!failover_reply(c, ncmds, replies))
-			return true;
+		if (ensure_open(c, until))
+		{
+			c->maybe_delivered = true;
+			if (round_trip(c, ncmds, cmds, replies, until) &&
+				!failover_reply(c, ncmds, replies))
+				return true;
+		}
 		rl_disconnect(c);
 		if (!worth_retrying(c, &reused, until))
 			return false;
@@ -1336,6 +1340,7 @@ flight_step(Flight *f)
 			f->state = FLIGHT_WRITING;
 			/* FALLTHROUGH */
 		case FLIGHT_WRITING:
+			c->maybe_delivered = true;
 			if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
 			{
 				fail(c, RLF_IO, "lost connection to redis server at %s: %s",
@@ -1554,6 +1559,7 @@ rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until, int enough)
 	for (int i = 0; i < nbatches; i++)
 	{
 		reused[i] = rl_healthy(batches[i].conn);
+		batches[i].conn->maybe_delivered = false;
 		flight_start(&flights[i], &batches[i], connect_until);
 	}
 	flights_wait(flights, nbatches, until, connect_until, enough);

@@ -95,6 +95,8 @@ typedef struct RLConn
 	uint64		generation;		/* rl_settings_generation when opened */
 	bool		in_flight;		/* a request or subscription was left
 								 * half-done: the stream is out of sync */
+	bool		maybe_delivered;	/* the last request may have reached the
+									 * server (it failed after connecting) */
 	int			owed;			/* replies to requests given up on while a
 								 * majority answered: skipped when they come */
 	bool		subscribed;

@@ -140,6 +140,24 @@ prefixed_key(const char *prefix, const char *name)
 #define timeouts_key(name) prefixed_key("redisson_lock_timeout", (name))
 #define token_key(name) prefixed_key("redisson_lock_token", (name))
 
+/*
+ * The release mark of an owner (Redlock): written by its release, checked
+ * before a hold is put back on a master that lost it.
+ */
+static char *
+released_key(const char *name, const char *owner)
+{
+	return psprintf("%s:%s", prefixed_key("redislock_released", name), owner);
+}
+
+/*
+ * How long a release mark lives at least: longer than any request of the
+ * worker can take (connect and command timeouts at their maximum, with
+ * room), so that a renewal under way when the mark was written has reached
+ * Redis or died before the mark goes.
+ */
+#define RELEASE_MARK_MIN_MS (2 * (RL_MAX_CONNECT_TIMEOUT_MS + RL_MAX_COMMAND_TIMEOUT_MS))
+
 /* Where a fair waiter is woken: Redisson's "<channel>:<owner id>". */
 static char *
 owner_channel_key(const char *name)
@@ -313,11 +331,13 @@ expect_reply(bool ok, const char *what, const char *name)
 
 /*
  * Fills e with a call of release.lua: trim owner's holds of the lock to keep
- * and, with leave, take owner out of its fair queue.
+ * and, with leave, take owner out of its fair queue. With Redlock, a release
+ * of a watchdog-mode hold (mark_ms: its lease, else 0) leaves the owner's
+ * release mark, so that no renewal under way can put the hold back.
  */
 void
 rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
-				bool leave)
+				bool leave, int64 mark_ms)
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_release;
@@ -331,6 +351,13 @@ rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
 	e->args[1] = int64_arg(keep);
 	e->args[2] = leave ? "1" : "0";
 	e->args[3] = rl_publish_command();
+	if (keep == 0 && mark_ms > 0 && rl_mode() == RL_MODE_REDLOCK)
+	{
+		e->nkeys = 5;
+		e->keys[4] = released_key(name, owner);
+		e->nargs = 5;
+		e->args[4] = int64_arg(Max(mark_ms, RELEASE_MARK_MIN_MS));
+	}
 }
 
 /*
@@ -351,6 +378,8 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
 	e->args[1] = owner;
 	if (restore)
 	{
+		e->nkeys = 2;
+		e->keys[1] = released_key(name, owner);
 		e->nargs = 3;
 		e->args[2] = int64_arg(Max(holds, 1));
 	}
@@ -361,7 +390,10 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
  * takes it out of their fair queues where it may stand, in one pipelined
  * round trip. before[i] gets the count Redis had. Returns false when Redis
  * could not be reached (see rl_cmd_conn); error replies are raised, or with
- * quiet only logged, and count as done since repeating cannot help.
+ * quiet only logged, and count as done since repeating cannot help. A lock
+ * the worker is settling is not sent before the worker's request has been
+ * answered (it would reach Redis in either order): false after the command
+ * timeout.
  */
 static bool
 trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
@@ -369,28 +401,22 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
-	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
-
-	/* a cleanup path (interrupts held) cannot wait for the worker long */
-	TimestampTz until = InterruptHoldoffCount == 0 ? DT_NOEND : rl_command_deadline();
+	TimestampTz until = rl_command_deadline();
 
 	for (int i = 0; i < n; i++)
 	{
-		/* only Redlock restores holds, only unsettled locks are trimmed */
-		if ((redlock || locks[i]->unsettled) &&
-			!rl_registry_begin_io(locks[i]->slot,
-								  keep[i] == 0 || keep[i] < total_holds(locks[i]),
-								  until))
+		if (locks[i]->unsettled && !rl_registry_begin_io(locks[i]->slot, until))
 		{
 			snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
-					 "the redislock worker has a request for lock \"%s\" under way",
+					 "the redislock worker's request to settle lock \"%s\" is still unanswered",
 					 locks[i]->name);
 			rl_cmd_conn.failure = RLF_TIMEOUT;
 			return false;
 		}
 		locks[i]->unsettled = false;
 		rl_release_eval(&evals[i], locks[i]->name, rl_owner_id(), keep[i],
-						locks[i]->queued);
+						locks[i]->queued,
+						locks[i]->watchdog ? locks[i]->lease_ms : 0);
 	}
 	if (!rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL))
 	{
@@ -698,9 +724,10 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_acquire;
-	e.nkeys = 2;
+	e.nkeys = 3;
 	e.keys[0] = ll->name;
 	e.keys[1] = token_key(ll->name);
+	e.keys[2] = released_key(ll->name, rl_owner_id());
 	e.nargs = 4;
 	e.args[0] = int64_arg(lease_ms);
 	e.args[1] = rl_owner_id();

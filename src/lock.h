@@ -52,7 +52,8 @@ struct RLEval;
 
 extern void rl_lock_init(void);
 extern void rl_release_eval(struct RLEval *e, const char *name,
-							const char *owner, int32 keep, bool leave);
+							const char *owner, int32 keep, bool leave,
+							int64 mark_ms);
 extern void rl_renew_eval(struct RLEval *e, const char *name,
 						  const char *owner, int64 lease_ms, int32 holds,
 						  bool restore);

@@ -12,10 +12,10 @@
  * whether the holder of a slot is still alive.
  *
  * The worker works from copies of the slots without holding the lock. Where
- * its request could undo a session's (restoring a Redlock hold, trimming a
- * hold of unknown outcome), it first claims the slot (worker_busy), and the
- * session waits for that claim to end before it sends a release itself:
- * the two requests then reach Redis in that order.
+ * its request could undo a session's (trimming a hold of unknown outcome),
+ * it first claims the slot (worker_busy), and the session waits for that
+ * claim to end before it sends a request about that lock itself: the two
+ * then reach Redis in that order.
  *
  * src/registry.c
  */
@@ -209,7 +209,6 @@ rl_registry_reserve(const char *name, const char *owner, int64 lease_ms,
 	s->procno = MyProc->pgprocno;
 	s->session = my_session;
 	s->unsettled = false;
-	s->release_pending = false;
 	s->worker_busy = false;
 	s->session_holds = 0;
 	s->xact_holds = 0;
@@ -262,7 +261,6 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (info->fresh)
 		s->epoch++;
-	s->release_pending = false;
 	s->session_holds = info->session_holds;
 	s->xact_holds = info->xact_holds;
 	s->fair = info->fair;
@@ -453,16 +451,15 @@ take_over(RLSlot *s)
 }
 
 /*
- * Before the session itself sends a release or a settling trim for the lock
- * in slot index: it forbids the worker to restore the hold (with
- * releasing), waits until a request the worker has claimed the slot for is
- * answered, so that ours reaches Redis after it, and takes over from the
- * worker (unsettled ends). The wait ends by interrupt, or at until (DT_NOEND:
- * none); false then, and the session must not send: the worker keeps the
- * lock to settle.
+ * Before the session itself sends a request about the lock in slot index,
+ * which it handed to the worker to settle: it waits until a request the
+ * worker has claimed the slot for is answered, so that ours reaches Redis
+ * after it, and takes over from the worker (unsettled ends). The wait ends
+ * by interrupt, or at until; false then, and the session must not send: the
+ * worker keeps the lock to settle.
  */
 bool
-rl_registry_begin_io(int index, bool releasing, TimestampTz until)
+rl_registry_begin_io(int index, TimestampTz until)
 {
 	RLSlot	   *s;
 	bool		ok;
@@ -470,19 +467,15 @@ rl_registry_begin_io(int index, bool releasing, TimestampTz until)
 	if (index < 0)
 		return true;
 	s = &shared->slots[index];
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	s->release_pending |= releasing;
-	LWLockRelease(shared->lock);
 	if (take_over(s))
 		return true;
 	ConditionVariablePrepareToSleep(&shared->worker_done);
 	for (;;)
 	{
-		long		ms = until == DT_NOEND ? -1 :
-			(long) ((until - GetCurrentTimestamp()) / 1000);
+		long		ms = (long) ((until - GetCurrentTimestamp()) / 1000);
 
 		ok = take_over(s);
-		if (ok || ms == 0 || ms < -1)
+		if (ok || ms <= 0)
 			break;
 		(void) ConditionVariableTimedSleep(&shared->worker_done, ms, PG_WAIT_EXTENSION);
 	}
@@ -529,27 +522,19 @@ rl_registry_session_alive(const RLSlot *s)
 }
 
 /*
- * The worker claims slot index for a request that must not cross one of
- * the session's: restoring a Redlock hold (restore), allowed only while the
- * slot still holds what the copy seen shows and no release is under way;
- * or trimming a hold of unknown outcome to what seen shows, allowed while
- * still unsettled with those holds.
+ * The worker claims slot index to trim a hold of unknown outcome to what
+ * the copy seen shows: allowed while still unsettled with those holds.
  */
 bool
-rl_registry_claim(int index, const RLSlot *seen, bool restore)
+rl_registry_claim(int index, const RLSlot *seen)
 {
 	RLSlot	   *s = &shared->slots[index];
 	bool		ok;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	ok = s->generation == seen->generation && !s->worker_busy &&
-		s->epoch == seen->epoch &&
+		s->unsettled && s->epoch == seen->epoch &&
 		s->session_holds + s->xact_holds == seen->session_holds + seen->xact_holds;
-	if (restore)
-		ok = ok && s->state == RL_SLOT_HELD && !s->release_pending &&
-			s->session_holds + s->xact_holds > 0;
-	else
-		ok = ok && s->unsettled;
 	if (ok)
 		s->worker_busy = true;
 	LWLockRelease(shared->lock);
@@ -567,10 +552,7 @@ rl_registry_unclaim(int index, uint32 generation, bool settled)
 	{
 		s->worker_busy = false;
 		if (settled)
-		{
 			s->unsettled = false;
-			s->release_pending = false;
-		}
 	}
 	LWLockRelease(shared->lock);
 	ConditionVariableBroadcast(&shared->worker_done);

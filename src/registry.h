@@ -33,9 +33,7 @@ typedef struct RLSlot
 	bool		unsettled;		/* Redis may hold more than the holds below
 								 * (a call's outcome is unknown) while the
 								 * session is idle: the worker trims it */
-	bool		release_pending;	/* the session is releasing: the worker must
-									 * not restore the hold */
-	bool		worker_busy;	/* the worker is restoring or settling it */
+	bool		worker_busy;	/* the worker is settling it */
 	int			pid;
 	int			procno;			/* the holder's PGPROC */
 	uint64		session;		/* the holder's session number */
@@ -113,12 +111,11 @@ extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
 extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 								TimestampTz when, int masters);
 extern void rl_registry_set_unsettled(int index, uint32 generation);
-extern bool rl_registry_begin_io(int index, bool releasing,
-								 TimestampTz until);
+extern bool rl_registry_begin_io(int index, TimestampTz until);
 
 extern int	rl_registry_snapshot(RLSlotCopy **copies);
 extern bool rl_registry_session_alive(const RLSlot *s);
-extern bool rl_registry_claim(int index, const RLSlot *seen, bool restore);
+extern bool rl_registry_claim(int index, const RLSlot *seen);
 extern void rl_registry_unclaim(int index, uint32 generation, bool settled);
 extern void rl_registry_set_worker(Latch *latch);
 extern void rl_registry_cycle_begin(void);

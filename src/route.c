@@ -43,6 +43,8 @@ static int	cluster_nodes_size = 0;
 static int16 *slot_owner = NULL;	/* index into cluster_nodes, or -1 */
 static bool map_loaded = false;
 static bool cluster_sharded = false;	/* SPUBLISH/SSUBSCRIBE usable */
+static bool cluster_unanswered = false; /* a node that may have received a
+										 * request of the last rl_run() failed */
 static uint64 cluster_generation = 0;
 
 /* The Redlock masters: a command and a subscriber connection each. */
@@ -504,6 +506,7 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 			if (!b->ok)
 			{
 				/* the node may be failing over: ask the cluster again */
+				cluster_unanswered |= b->conn->maybe_delivered;
 				pd->ask = false;
 				next[left++] = *pd;
 				*retry_later = true;
@@ -656,6 +659,7 @@ bool
 rl_run(int n, const RLEval *evals, RLReply **replies)
 {
 	Assert(rl_mode() != RL_MODE_REDLOCK);
+	cluster_unanswered = false;
 	if (rl_mode() == RL_MODE_CLUSTER)
 		return cluster_eval(n, evals, replies);
 	return rl_eval(&rl_cmd_conn, n, evals, replies);
@@ -939,20 +943,27 @@ rl_redlock_no_majority(void)
 }
 
 /*
- * Did every node the last request went to answer it (with Redlock, every
- * master, not just a majority)? Only then can no request abandoned earlier
- * on one of their connections still reach Redis: a new connection kills
- * the one it replaces before its first request.
+ * Did every node that may have received the last request (rl_run*() or
+ * rl_run_all()) answer it? Only then can it not be applied later: on a new
+ * connection, the one it replaces is killed before its first request, and a
+ * connection that was kept answers in order. A node we could not connect to
+ * never received it.
  */
 bool
 rl_last_run_complete(void)
 {
-	if (rl_mode() != RL_MODE_REDLOCK)
-		return rl_cmd_conn.failure == RLF_NONE;
-	for (int i = 0; i < nredlock; i++)
-		if (redlock_cmd[i].failure != RLF_NONE)
-			return false;
-	return true;
+	switch (rl_mode())
+	{
+		case RL_MODE_REDLOCK:
+			for (int i = 0; i < nredlock; i++)
+				if (redlock_cmd[i].failure != RLF_NONE && redlock_cmd[i].maybe_delivered)
+					return false;
+			return true;
+		case RL_MODE_CLUSTER:
+			return !cluster_unanswered;
+		default:
+			return rl_cmd_conn.failure == RLF_NONE || !rl_cmd_conn.maybe_delivered;
+	}
 }
 
 /*

@@ -47,16 +47,17 @@ PGDLLEXPORT void redislock_worker_main(Datum arg);
 static bool redis_unreachable = false;
 
 /*
- * Slots claimed for a request (restore or settle) that did not get an
- * answer from every node it went to. Such a request may still reach Redis
- * later on the connection we gave up, so the claim is kept, holding off the
- * session's own requests, and the request is sent again each cycle until
- * every node answers (a new connection first kills the one it replaces).
+ * Slots claimed to settle them, whose request may have reached a node that
+ * did not answer it. Such a request may still be applied later, so the
+ * claim is kept, holding off the session's own requests, and the request is
+ * sent again each cycle until every node it may have reached has answered
+ * (a new connection first kills the one it replaces; a kept one answers in
+ * order).
  */
 typedef struct Retained
 {
-	RLSlotCopy	item;
-	bool		restore;
+	int			index;
+	RLSlot		slot;
 } Retained;
 
 static Retained *retained = NULL;
@@ -100,40 +101,48 @@ slot_holds(const RLSlot *s)
 	return s->session_holds + s->xact_holds;
 }
 
-/* The request a claimed slot was claimed for. */
+/* Trims a hold of unknown outcome to what the slot shows. */
 static void
-claimed_eval(RLEval *e, const RLSlot *s, bool restore)
+settle_eval(RLEval *e, const RLSlot *s)
 {
-	if (restore)
-		rl_renew_eval(e, s->name, s->owner, s->lease_ms, slot_holds(s), true);
-	else						/* a waiter that gave up may still be queued */
-		rl_release_eval(e, s->name, s->owner, slot_holds(s), true);
+	/* a waiter that gave up may still stand in a fair queue */
+	rl_release_eval(e, s->name, s->owner, slot_holds(s), true,
+					s->watchdog ? s->lease_ms : 0);
+}
+
+static bool
+is_retained(int index, uint32 generation)
+{
+	for (int i = 0; i < nretained; i++)
+		if (retained[i].index == index && retained[i].slot.generation == generation)
+			return true;
+	return false;
 }
 
 /*
- * Ends the claims of n slots after their requests: at once when every node
- * answered (done[i]: the request did what it was for), otherwise they are
- * retained, to be sent again.
+ * Ends the claims of n slots after their settling requests: at once when
+ * every node they may have reached answered (settled[i]: the trim was
+ * done), else they are retained, to be sent again.
  */
 static void
-end_claims(RLSlotCopy **items, int n, bool restore, const bool *done)
+end_claims(RLSlotCopy **items, int n, const bool *settled)
 {
-	if (!rl_last_run_complete())
+	if (rl_last_run_complete())
 	{
-		retained = retained == NULL ?
-			MemoryContextAlloc(TopMemoryContext, sizeof(Retained) * (nretained + n)) :
-			repalloc(retained, sizeof(Retained) * (nretained + n));
 		for (int i = 0; i < n; i++)
-		{
-			retained[nretained].item = *items[i];
-			retained[nretained].restore = restore;
-			nretained++;
-		}
+			rl_registry_unclaim(items[i]->index, items[i]->slot.generation, settled[i]);
 		return;
 	}
+	retained = retained == NULL ?
+		MemoryContextAlloc(TopMemoryContext, sizeof(Retained) * (nretained + n)) :
+		repalloc(retained, sizeof(Retained) * (nretained + n));
 	for (int i = 0; i < n; i++)
-		rl_registry_unclaim(items[i]->index, items[i]->slot.generation,
-							!restore && done[i]);
+		if (!is_retained(items[i]->index, items[i]->slot.generation))
+		{
+			retained[nretained].index = items[i]->index;
+			retained[nretained].slot = items[i]->slot;
+			nretained++;
+		}
 }
 
 /* Sends the retained requests again; false if Redis was unreachable. */
@@ -148,50 +157,40 @@ resend_retained(void)
 	if (n == 0)
 		return true;
 	for (int i = 0; i < n; i++)
-		claimed_eval(&evals[i], &retained[i].item.slot, retained[i].restore);
+		settle_eval(&evals[i], &retained[i].slot);
 	ok = rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL);
-	if (!ok || !rl_last_run_complete())
+	if (!rl_last_run_complete())
 		return ok;
 	for (int i = 0; i < n; i++)
-		rl_registry_unclaim(retained[i].item.index, retained[i].item.slot.generation,
-							!retained[i].restore &&
-							replies[i]->type != REDIS_REPLY_ERROR);
+		rl_registry_unclaim(retained[i].index, retained[i].slot.generation,
+							ok && replies[i]->type != REDIS_REPLY_ERROR);
 	nretained = 0;
-	return true;
+	return ok;
 }
 
 /*
  * Puts the hold back on the Redlock masters that lost it (restarted empty),
- * for the locks that a majority still holds: renew.lua's restore. Only a
- * slot claimed from its session (no release under way, same holds) is
- * restored, so a release can never be overtaken by a restore and the lock
- * come back after it; the session waits for the claim to end before it
- * releases.
+ * for the locks that a majority still holds: renew.lua's restore. A restore
+ * that reaches a master after the session released there finds the
+ * release's mark and does nothing, so a released lock never comes back.
  */
 static void
 restore_holds(RLSlotCopy **items, int n)
 {
-	RLEval	   *evals = palloc0(sizeof(RLEval) * Max(n, 1));
-	RLSlotCopy **claimed = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
-	RLReply   **replies = palloc(sizeof(RLReply *) * Max(n, 1));
-	int		   *masters = palloc(sizeof(int) * Max(n, 1));
+	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
+	RLReply   **replies = palloc(sizeof(RLReply *) * n);
+	int		   *masters = palloc(sizeof(int) * n);
 	TimestampTz sent = GetCurrentTimestamp();
-	int			nclaimed = 0;
-	bool		ok;
 
 	for (int i = 0; i < n; i++)
-		if (rl_registry_claim(items[i]->index, &items[i]->slot, true))
-			claimed[nclaimed++] = items[i];
-	if (nclaimed == 0)
+		rl_renew_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner,
+					  items[i]->slot.lease_ms, slot_holds(&items[i]->slot), true);
+	if (!rl_run_agreed(n, evals, RL_AGREE_MAX, replies, masters))
 		return;
-	for (int i = 0; i < nclaimed; i++)
-		claimed_eval(&evals[i], &claimed[i]->slot, true);
-	ok = rl_run_agreed(nclaimed, evals, RL_AGREE_MAX, replies, masters);
-	for (int i = 0; i < nclaimed && ok; i++)
+	for (int i = 0; i < n; i++)
 		if (masters[i] >= rl_redlock_quorum())
-			rl_registry_renewed(claimed[i]->index, claimed[i]->slot.generation,
-								claimed[i]->slot.epoch, sent, masters[i]);
-	end_claims(claimed, nclaimed, true, NULL);
+			rl_registry_renewed(items[i]->index, items[i]->slot.generation,
+								items[i]->slot.epoch, sent, masters[i]);
 }
 
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
@@ -271,17 +270,18 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 	bool		ok;
 
 	for (int i = 0; i < n; i++)
-		if (!settle || rl_registry_claim(items[i]->index, &items[i]->slot, false))
+		if (!settle || rl_registry_claim(items[i]->index, &items[i]->slot))
 			mine[nmine++] = items[i];
 	if (nmine == 0)
 		return true;
 	for (int i = 0; i < nmine; i++)
 	{
 		if (settle)
-			claimed_eval(&evals[i], &mine[i]->slot, false);
+			settle_eval(&evals[i], &mine[i]->slot);
 		else
 			rl_release_eval(&evals[i], mine[i]->slot.name, mine[i]->slot.owner,
-							0, true);
+							0, true,
+							mine[i]->slot.watchdog ? mine[i]->slot.lease_ms : 0);
 	}
 	ok = rl_run_agreed(nmine, evals, RL_AGREE_MAX, replies, NULL);
 	if (!ok)
@@ -308,7 +308,7 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 			rl_registry_free(mine[i]->index, s->generation);
 	}
 	if (settle)
-		end_claims(mine, nmine, false, done);
+		end_claims(mine, nmine, done);
 	return ok;
 }
 
@@ -404,6 +404,14 @@ run_cycle(void)
 static void
 detach_worker(int code, Datum arg)
 {
+	/*
+	 * Even when leaving on an error: a request left unanswered is reset
+	 * with its connection rather than delivered later, and only then are
+	 * the claims it was sent for ended.
+	 */
+	rl_disconnect(&rl_cmd_conn);
+	for (int i = 0; i < rl_redlock_size(); i++)
+		rl_disconnect(rl_redlock_conn(i));
 	rl_registry_set_worker(NULL);
 }
 
@@ -445,9 +453,6 @@ redislock_worker_main(Datum arg)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	rl_disconnect(&rl_cmd_conn);
-	for (int i = 0; i < rl_redlock_size(); i++)
-		rl_disconnect(rl_redlock_conn(i));
 
 	/*
 	 * Exit code 1 asks the postmaster for a restart: leases lapse while no

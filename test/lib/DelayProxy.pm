@@ -25,6 +25,8 @@
 #              reaches the server, or when its reply reaches the client
 #   go DIR     forward what stall DIR held back (in order) and stop holding
 #              (DIR all: both directions)
+#   step DIR N forward the first N chunks held back in DIR, and go on
+#              holding: lets exactly one request through, say
 #   held       "held up=N down=M": chunks held back in each direction
 #   quit       exit
 # It also exits when stdin ends (its parent went away).
@@ -163,6 +165,12 @@ sub run
 					%st = (n => 0, late => 0, max => 0, port => {});
 				}
 				elsif ($cmd =~ /^stall (up|down)$/) { $stalled{$1} = 1; print "ok stall $1\n"; }
+				elsif ($cmd =~ /^step (up|down) (\d+)$/)
+				{
+					my $due = @q ? ($q[-1][0] > $t ? $q[-1][0] : $t) : $t;
+					push @q, map { $_->[0] = $due; $_ } splice(@{ $held{$1} }, 0, $2);
+					print "ok step $1 $2\n";
+				}
 				elsif ($cmd =~ /^go (up|down|all)$/)
 				{
 					# after what is queued already, so every connection keeps its order

@@ -3,8 +3,9 @@
 # whose client-to-server direction the test holds back (test/lib/
 # DelayProxy.pm), so its renewal reaches the masters only after the session,
 # going straight to them, has released. Also: a master restarted empty still
-# gets the hold back while the lock is held (the restore the race must not
-# turn into a resurrection).
+# gets the hold back while the lock is held, and a restore under way while
+# the session releases does not bring the lock back either (the release
+# leaves a mark the restore checks).
 use strict;
 use warnings;
 use FindBin;
@@ -62,6 +63,24 @@ until_ok('the watchdog puts the hold back on master 2', sub { $rl->holders('rr:1
 is($a->query("SELECT state FROM redis_locks WHERE name = 'rr:1'"), 'held', 'and the lock is held, not lost');
 is($a->query("SELECT redis_lock_release('rr:1')"), 't', 'A releases');
 is($rl->holders('rr:1'), 0, 'released everywhere');
+
+# a restore under way while the session releases
+is($a->query("SELECT redis_lock_acquire('rr:2')"), 't', 'A holds rr:2');
+$proxy->cmd('stall up');
+$rl->restart_empty(2);
+ok($proxy->wait_held('up', 3, 30), "the worker's renewal of rr:2 is held back");
+$proxy->cmd('step up ' . $proxy->held->{up});
+ok($proxy->wait_held('up', 3, 30), 'let through, it finds master 2 without the hold: the restore it sends is held back');
+is($a->query("SELECT redis_lock_release('rr:2')"), 't', 'A releases rr:2 meanwhile');
+is($rl->holders('rr:2'), 0, 'no master has it');
+@calls = map { evalsha_calls($_) } $rl->nodes;
+$proxy->cmd('go up');
+until_ok('the late restore has run on every master', sub {
+	my @now = map { evalsha_calls($_) } $rl->nodes;
+	return !grep { $now[$_] <= $calls[$_] } 0 .. $#now;
+}, 30);
+is($rl->holders('rr:2'), 0, 'the released lock did not come back on any master');
+is($a->query("SELECT count(*) FROM redis_locks WHERE name = 'rr:2'"), '0', 'nor in redis_locks');
 
 RedisLockTest::no_crash_ok($node, 'redlock renew race');
 $proxy->stop;
