@@ -408,8 +408,8 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 		if (locks[i]->unsettled && !rl_registry_begin_io(locks[i]->slot, until))
 		{
 			snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
-					 "the redislock worker's request to settle lock \"%s\" is still unanswered",
-					 locks[i]->name);
+					 "redis server at %s has not answered the redislock worker's request to settle lock \"%s\"",
+					 rl_server_desc(), locks[i]->name);
 			rl_cmd_conn.failure = RLF_TIMEOUT;
 			return false;
 		}
@@ -1110,22 +1110,28 @@ confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 	const RLReply *r = a->wait;
 	int32		keep = target - 1;
 	int64		before;
+	bool		given_back;
 
 	Assert(r != NULL);
 	if (r->type == REDIS_REPLY_INTEGER && r->integer >= rl_sync_replicas)
 		return;
 
 	mark_dirty(ll);
-	if (trim_in_redis(1, &ll, &keep, &before, true))
+	given_back = trim_in_redis(1, &ll, &keep, &before, true);
+	if (given_back)
 		set_flags(ll, false, ll->queued);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("redis lock \"%s\" was not confirmed by %d replicas",
 					ll->name, rl_sync_replicas),
 			 r->type == REDIS_REPLY_INTEGER ?
-			 errdetail("Only %lld replicas acknowledged it within %d ms; the lock was given back.",
-					   r->integer, replica_wait_ms()) :
-			 errdetail("WAIT failed: %s; the lock was given back.", r->str),
+			 errdetail("Only %lld replicas acknowledged it within %d ms; %s.",
+					   r->integer, replica_wait_ms(),
+					   given_back ? "the lock was given back" :
+					   "it is given back on this session's next call or by the redislock worker") :
+			 errdetail("WAIT failed: %s; %s.", r->str,
+					   given_back ? "the lock was given back" :
+					   "it is given back on this session's next call or by the redislock worker"),
 			 errhint("Check the replicas of the redis server, or lower redislock.sync_replicas.")));
 }
 
