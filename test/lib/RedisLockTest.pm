@@ -261,6 +261,8 @@ sub node
 
 =pod
 
+=over
+
 =item until_ok($desc, $predicate [, $timeout])
 
 A test that passes once $predicate returns true, polled up to $timeout
