@@ -80,7 +80,8 @@ for my $sig (qw(INT TERM HUP))
 }
 
 use Exporter qw(import);
-our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats sql_literal counter_run);
+our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats sql_literal counter_run
+  first_done_ok);
 
 # Bound for things that should happen "at once", in seconds; a test may raise it.
 our $WAIT = 60;
@@ -298,6 +299,16 @@ An E'' SQL literal for a UTF-8 byte string (quotes, backslashes,
 newlines). Names are kept as bytes for Redis; DBD::Pg wants characters and
 would encode bytes >= 0x80 a second time.
 
+=item first_done_ok($desc, @sessions)
+
+A test that passes once one of @sessions has returned from its started
+statement (is_done), polled up to $RedisLockTest::WAIT seconds.  Returns
+the index in @sessions of the first one found done, looking in list order,
+or undef on timeout.  Undefined entries are skipped, so a caller can leave
+out sessions (e.g. those already done) and keep its own indexes:
+
+  my $i = first_done_ok('a waiter returns', map { $done{$_} ? undef : $w[$_] } 0 .. $#w);
+
 =back
 
 =cut
@@ -378,6 +389,21 @@ SQL
 	my $v = $setup->query('SELECT v FROM mutex_counter');
 	$setup->close;
 	return ($v, @errors);
+}
+
+sub first_done_ok
+{
+	my ($desc, @s) = @_;
+	my $first;
+	until_ok($desc, sub {
+		for my $i (0 .. $#s)
+		{
+			next unless defined $s[$i];
+			if ($s[$i]->is_done) { $first = $i; return 1; }
+		}
+		return 0;
+	});
+	return $first;
 }
 
 sub lock_stats

@@ -147,15 +147,8 @@ sub pubsub_numsub
 	my %done;
 	for my $round (1 .. 3)
 	{
-		my $winner;
-		until_ok("round $round: a waiter returns", sub {
-			for my $i (0 .. $#w)
-			{
-				next if $done{$i};
-				if ($w[$i]->is_done) { $winner = $i; return 1; }
-			}
-			return 0;
-		});
+		my $winner = first_done_ok("round $round: a waiter returns",
+			map { $done{$_} ? undef : $w[$_] } 0 .. $#w);
 		last unless defined $winner;
 		my ($v, $err) = $w[$winner]->finish($T);
 		is($v, 't', "round $round: the woken waiter got the lock") or diag($err);

@@ -63,11 +63,8 @@ sub fifo_round
 	is($a->query("SELECT redis_lock_release('$lit')"), 't', "$label: A releases");
 	for my $i (0 .. $#w)
 	{
-		my $winner;
-		until_ok("$label: a waiter returns after release $i", sub {
-			for my $j ($i .. $#w) { if ($w[$j]->is_done) { $winner = $j; return 1; } }
-			return 0;
-		});
+		my $winner = first_done_ok("$label: a waiter returns after release $i",
+			map { $_ < $i ? undef : $w[$_] } 0 .. $#w);
 		last unless defined $winner;
 		is($winner, $i, "$label: waiter " . ($i + 1) . " (next in arrival order) returns");
 		my ($v, $err, $st) = $w[$winner]->finish($T);
@@ -111,15 +108,8 @@ fifo_round("job {7} it's \xc5\xbc\xc3\xb3\xc5\x82w", 3, 'fair, odd name');
 	my %done;
 	for my $round (1 .. @w)
 	{
-		my $winner;
-		until_ok("non-fair round $round: a waiter returns", sub {
-			for my $i (0 .. $#w)
-			{
-				next if $done{$i};
-				if ($w[$i]->is_done) { $winner = $i; return 1; }
-			}
-			return 0;
-		});
+		my $winner = first_done_ok("non-fair round $round: a waiter returns",
+			map { $done{$_} ? undef : $w[$_] } 0 .. $#w);
 		last unless defined $winner;
 		my ($v, $err) = $w[$winner]->finish($T);
 		is($v, 't', "non-fair round $round: the returning waiter holds the lock")
