@@ -81,7 +81,7 @@ for my $sig (qw(INT TERM HUP))
 
 use Exporter qw(import);
 our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats sql_literal counter_run
-  first_done_ok);
+  first_done_ok fair_queue fair_queue_len fair_timeout_count);
 
 # Bound for things that should happen "at once", in seconds; a test may raise it.
 our $WAIT = 60;
@@ -309,6 +309,23 @@ out sessions (e.g. those already done) and keep its own indexes:
 
   my $i = first_done_ok('a waiter returns', map { $done{$_} ? undef : $w[$_] } 0 .. $#w);
 
+=item fair_queue($conn, $name)
+
+The owner ids in the fair queue of lock $name, head first, as an array
+reference: LRANGE 0 -1 of Redisson's redisson_lock_queue:{$name} (the key
+FakeRedisson::queue_key gives).  $conn is a Redis connection with a cmd
+method: a FakeRedisson::Conn or FakeRedisson (test/redisson/FakeRedisson.pm,
+which the caller loads).
+
+=item fair_queue_len($conn, $name)
+
+The length of that queue (LLEN).
+
+=item fair_timeout_count($conn, $name)
+
+How many entries the fair lock's timeout set redisson_lock_timeout:{$name}
+(FakeRedisson::timeout_key) holds (ZCARD).
+
 =back
 
 =cut
@@ -405,6 +422,10 @@ sub first_done_ok
 	});
 	return $first;
 }
+
+sub fair_queue         { $_[0]->cmd('LRANGE', FakeRedisson::queue_key($_[1]), 0, -1) }
+sub fair_queue_len     { $_[0]->cmd('LLEN', FakeRedisson::queue_key($_[1])) }
+sub fair_timeout_count { $_[0]->cmd('ZCARD', FakeRedisson::timeout_key($_[1])) }
 
 sub lock_stats
 {
