@@ -81,7 +81,7 @@ for my $sig (qw(INT TERM HUP))
 
 use Exporter qw(import);
 our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats sql_literal counter_run
-  first_done_ok fair_queue fair_queue_len fair_timeout_count);
+  first_done_ok fair_queue fair_queue_len fair_timeout_count redis_cmd);
 
 # Bound for things that should happen "at once", in seconds; a test may raise it.
 our $WAIT = 60;
@@ -206,6 +206,22 @@ sub wait_for_extension_wait
 
 =pod
 
+=item RedisLockTest::watchdog_pids($session)
+
+The pids of the node's redislock watchdog processes (backend_type
+'redislock watchdog' in pg_stat_activity, as $session sees it), joined by
+commas; undef while none runs.
+
+=cut
+
+sub watchdog_pids
+{
+	my ($s) = @_;
+	return $s->query("SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type = 'redislock watchdog'");
+}
+
+=pod
+
 =item RedisLockTest::node($name, $redis, %conf)
 
 Creates, configures and starts a PostgreSQL::Test::Cluster node and returns it.
@@ -326,6 +342,13 @@ The length of that queue (LLEN).
 How many entries the fair lock's timeout set redisson_lock_timeout:{$name}
 (FakeRedisson::timeout_key) holds (ZCARD).
 
+=item redis_cmd($r, @cmd)
+
+Runs @cmd on the RedisLockTest::Redis $r over a RESP connection kept per
+port and opened again after a restart (FakeRedisson::conn_to; the caller
+loads FakeRedisson) and returns the reply: a string or number, an array
+reference for a multi-bulk reply.  Dies on a Redis error reply.
+
 =back
 
 =cut
@@ -426,6 +449,12 @@ sub first_done_ok
 sub fair_queue         { $_[0]->cmd('LRANGE', FakeRedisson::queue_key($_[1]), 0, -1) }
 sub fair_queue_len     { $_[0]->cmd('LLEN', FakeRedisson::queue_key($_[1])) }
 sub fair_timeout_count { $_[0]->cmd('ZCARD', FakeRedisson::timeout_key($_[1])) }
+
+sub redis_cmd
+{
+	my ($r, @cmd) = @_;
+	return FakeRedisson::conn_to($r->port)->cmd(@cmd);
+}
 
 sub lock_stats
 {
