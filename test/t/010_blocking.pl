@@ -78,8 +78,7 @@ sub pubsub_numsub
 	is($b->query("SELECT redis_lock_acquire('$name', '300ms', '10 min', true)"), 'f',
 		"fair wait '300ms' returns f when the lock stays held");
 	ok(!$rc->cmd('HEXISTS', $name, $b_id), 'B holds nothing after the failed waits');
-	is($rc->cmd('LLEN', FakeRedisson::queue_key($name)), 0,
-		'failed fair wait left the queue');
+	is(fair_queue_len($rc, $name), 0, 'failed fair wait left the queue');
 	is($rc->cmd('HGET', $name, $a_id), '1', 'A still holds with count 1');
 
 	# a timed wait that gets the lock before its end returns t
@@ -147,15 +146,8 @@ sub pubsub_numsub
 	my %done;
 	for my $round (1 .. 3)
 	{
-		my $winner;
-		until_ok("round $round: a waiter returns", sub {
-			for my $i (0 .. $#w)
-			{
-				next if $done{$i};
-				if ($w[$i]->is_done) { $winner = $i; return 1; }
-			}
-			return 0;
-		});
+		my $winner = first_done_ok("round $round: a waiter returns",
+			map { $done{$_} ? undef : $w[$_] } 0 .. $#w);
 		last unless defined $winner;
 		my ($v, $err) = $w[$winner]->finish($T);
 		is($v, 't', "round $round: the woken waiter got the lock") or diag($err);

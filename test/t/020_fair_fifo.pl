@@ -17,12 +17,6 @@ my $node = RedisLockTest::node('fifo', $redis,
 	'redislock.fair_wait_timeout' => '120s');
 my $rc = FakeRedisson::Conn->new(port => $redis->port);
 
-# bounded waits on observable state, each one a test
-
-sub llen { $rc->cmd('LLEN', FakeRedisson::queue_key($_[0])) }
-sub queue { $rc->cmd('LRANGE', FakeRedisson::queue_key($_[0]), 0, -1) }
-sub zcard { $rc->cmd('ZCARD', FakeRedisson::timeout_key($_[0])) }
-
 sub fifo_round
 {
 	my ($name, $nwait, $label) = @_;
@@ -41,11 +35,11 @@ sub fifo_round
 		push @ids, $s->query('SELECT redis_lock_owner_id()');
 		$s->start("SELECT redis_lock_acquire('$lit', NULL, '10 min', true)");
 		until_ok("$label: waiter $i enqueued",
-			sub { llen($qname) == $i });
+			sub { fair_queue_len($rc, $qname) == $i });
 		push @w, $s;
 	}
-	is_deeply(queue($qname), \@ids, "$label: queue holds the waiters in arrival order");
-	is(zcard($qname), $nwait, "$label: one timeout entry per waiter");
+	is_deeply(fair_queue($rc, $qname), \@ids, "$label: queue holds the waiters in arrival order");
+	is(fair_timeout_count($rc, $qname), $nwait, "$label: one timeout entry per waiter");
 	is($a->query("SELECT queue_length FROM redis_lock_status('$lit')"), $nwait,
 		"$label: redis_lock_status queue_length");
 	for my $i (0 .. $#w)
@@ -57,17 +51,14 @@ sub fifo_round
 	my $n = RedisLockTest::Session->new($node);
 	is($n->query("SELECT redis_lock_acquire('$lit', '0', '10 min', true)"), 'f',
 		"$label: a fair newcomer with wait 0 does not jump the queue");
-	is(llen($qname), $nwait, "$label: ...and is not left in the queue");
+	is(fair_queue_len($rc, $qname), $nwait, "$label: ...and is not left in the queue");
 	$n->close;
 
 	is($a->query("SELECT redis_lock_release('$lit')"), 't', "$label: A releases");
 	for my $i (0 .. $#w)
 	{
-		my $winner;
-		until_ok("$label: a waiter returns after release $i", sub {
-			for my $j ($i .. $#w) { if ($w[$j]->is_done) { $winner = $j; return 1; } }
-			return 0;
-		});
+		my $winner = first_done_ok("$label: a waiter returns after release $i",
+			map { $_ < $i ? undef : $w[$_] } 0 .. $#w);
 		last unless defined $winner;
 		is($winner, $i, "$label: waiter " . ($i + 1) . " (next in arrival order) returns");
 		my ($v, $err, $st) = $w[$winner]->finish($T);
@@ -75,7 +66,7 @@ sub fifo_round
 		  or diag("err=$err state=$st");
 		is($rc->cmd('HGET', $name, $ids[$i]), '1', "$label: Redis holder is waiter " . ($i + 1));
 		is(scalar(@{ $rc->cmd('HGETALL', $name) }), 2, "$label: single holder field");
-		is_deeply(queue($qname), [ @ids[ $i + 1 .. $#ids ] ],
+		is_deeply(fair_queue($rc, $qname), [ @ids[ $i + 1 .. $#ids ] ],
 			"$label: the rest of the queue is unchanged");
 		for my $j ($i + 1 .. $#w)
 		{
@@ -85,8 +76,8 @@ sub fifo_round
 			"$label: waiter " . ($i + 1) . " releases");
 	}
 	is($rc->cmd('EXISTS', $name), 0, "$label: lock free at the end");
-	is(llen($qname), 0, "$label: queue empty at the end");
-	is(zcard($qname), 0, "$label: timeout set empty at the end");
+	is(fair_queue_len($rc, $qname), 0, "$label: queue empty at the end");
+	is(fair_timeout_count($rc, $qname), 0, "$label: timeout set empty at the end");
 	$_->close for @w, $a;
 }
 
@@ -106,20 +97,13 @@ fifo_round("job {7} it's \xc5\xbc\xc3\xb3\xc5\x82w", 3, 'fair, odd name');
 		$s->start("SELECT redis_lock_acquire('$name', NULL, '10 min')");
 		waits_ok($s);
 	}
-	is(llen($name), 0, 'non-fair waiters use no queue');
+	is(fair_queue_len($rc, $name), 0, 'non-fair waiters use no queue');
 	is($a->query("SELECT redis_lock_release('$name')"), 't', 'non-fair: A releases');
 	my %done;
 	for my $round (1 .. @w)
 	{
-		my $winner;
-		until_ok("non-fair round $round: a waiter returns", sub {
-			for my $i (0 .. $#w)
-			{
-				next if $done{$i};
-				if ($w[$i]->is_done) { $winner = $i; return 1; }
-			}
-			return 0;
-		});
+		my $winner = first_done_ok("non-fair round $round: a waiter returns",
+			map { $done{$_} ? undef : $w[$_] } 0 .. $#w);
 		last unless defined $winner;
 		my ($v, $err) = $w[$winner]->finish($T);
 		is($v, 't', "non-fair round $round: the returning waiter holds the lock")

@@ -16,12 +16,6 @@ my $node  = RedisLockTest::node('cancel', $redis,
 	'redislock.fair_wait_timeout' => '120s');
 my $rc = FakeRedisson::Conn->new(port => $redis->port);
 
-# bounded waits on observable state, each one a test
-
-sub llen  { $rc->cmd('LLEN', FakeRedisson::queue_key($_[0])) }
-sub queue { $rc->cmd('LRANGE', FakeRedisson::queue_key($_[0]), 0, -1) }
-sub zcard { $rc->cmd('ZCARD', FakeRedisson::timeout_key($_[0])) }
-
 my $a = RedisLockTest::Session->new($node);
 my $ctl = RedisLockTest::Session->new($node);
 
@@ -32,7 +26,7 @@ sub fair_waiters
 	my ($name, $n, $extra) = @_;
 	$extra //= '';
 	my (@w, @ids);
-	my $base = llen($name);
+	my $base = fair_queue_len($rc, $name);
 	for my $i (1 .. $n)
 	{
 		my $s = RedisLockTest::Session->new($node);
@@ -40,7 +34,7 @@ sub fair_waiters
 		push @ids, $s->query('SELECT redis_lock_owner_id()');
 		$s->start("SELECT redis_lock_acquire('$name', NULL, '10 min', true)");
 		until_ok("fair waiter $i queued on $name",
-			sub { llen($name) == $base + $i });
+			sub { fair_queue_len($rc, $name) == $base + $i });
 		waits_ok($s);
 		push @w, $s;
 	}
@@ -52,15 +46,15 @@ sub fair_waiters
 	my $name = 'cx:mid';
 	is($a->query("SELECT redis_lock_acquire('$name', '0', '10 min', true)"), 't', 'A holds');
 	my ($w, $ids) = fair_waiters($name, 3);
-	is_deeply(queue($name), $ids, 'three waiters queued in order');
+	is_deeply(fair_queue($rc, $name), $ids, 'three waiters queued in order');
 
 	is($ctl->query('SELECT pg_cancel_backend(' . $w->[1]->pid . ')'), 't',
 		'pg_cancel_backend on the 2nd waiter');
 	my ($v, $err, $st) = $w->[1]->finish($T);
 	is($st, '57014', 'cancelled waiter gets 57014 (query_canceled)') or diag("v=$v err=$err");
 	until_ok('cancelled waiter left the queue',
-		sub { llen($name) == 2 && zcard($name) == 2 });
-	is_deeply(queue($name), [ $ids->[0], $ids->[2] ], 'queue is 1st, 3rd');
+		sub { fair_queue_len($rc, $name) == 2 && fair_timeout_count($rc, $name) == 2 });
+	is_deeply(fair_queue($rc, $name), [ $ids->[0], $ids->[2] ], 'queue is 1st, 3rd');
 	ok(!$rc->cmd('HEXISTS', $name, $ids->[1]), 'cancelled waiter holds nothing');
 	is($w->[1]->query('SELECT 1'), '1', 'cancelled session is usable afterwards');
 
@@ -72,7 +66,7 @@ sub fair_waiters
 	($v, $err) = $w->[2]->finish($T);
 	is($v, 't', '3rd waiter gets the lock next') or diag($err);
 	is($w->[2]->query("SELECT redis_lock_release('$name')"), 't', '3rd releases');
-	is(llen($name) + zcard($name), 0, 'queue and timeout set empty');
+	is(fair_queue_len($rc, $name) + fair_timeout_count($rc, $name), 0, 'queue and timeout set empty');
 	$_->close for @$w;
 }
 
@@ -83,8 +77,8 @@ sub fair_waiters
 	my ($w, $ids) = fair_waiters($name, 2);
 	my ($v, $err, $st) = $w->[0]->cancel($T);
 	is($st, '57014', 'cancelled head gets 57014') or diag("v=$v err=$err");
-	until_ok('head left the queue', sub { llen($name) == 1 });
-	is_deeply(queue($name), [ $ids->[1] ], 'the 2nd waiter is now the head');
+	until_ok('head left the queue', sub { fair_queue_len($rc, $name) == 1 });
+	is_deeply(fair_queue($rc, $name), [ $ids->[1] ], 'the 2nd waiter is now the head');
 	is($a->query("SELECT redis_lock_release('$name')"), 't', 'A releases');
 	($v, $err) = $w->[1]->finish($T);
 	is($v, 't', 'the new head is woken and gets the lock') or diag($err);
@@ -120,8 +114,8 @@ sub fair_waiters
 	is($st, '57014', 'statement_timeout ends a NULL wait with 57014') or diag("v=$v err=$err");
 	($v, $err, $st) = $b->try("SELECT redis_lock_acquire('$name', NULL, NULL, true)");
 	is($st, '57014', 'statement_timeout ends a fair NULL wait with 57014') or diag("v=$v err=$err");
-	is(llen($name), 0, 'fair waiter ended by statement_timeout left the queue');
-	is(zcard($name), 0, '... and the timeout set');
+	is(fair_queue_len($rc, $name), 0, 'fair waiter ended by statement_timeout left the queue');
+	is(fair_timeout_count($rc, $name), 0, '... and the timeout set');
 	($v, $err, $st) = $b->try("SELECT redis_lock_acquire('$name', '1 h')");
 	is($st, '57014', 'statement_timeout also cuts an explicit long wait') or diag("v=$v err=$err");
 	$b->query('RESET statement_timeout');
@@ -141,7 +135,7 @@ sub fair_waiters
 	  or diag("v=$v err=$err");
 	($v, $err, $st) = $b->try("SELECT redis_lock_acquire('$name', NULL, NULL, true)");
 	is($st, '55P03', 'lock_timeout ends a fair NULL wait with 55P03') or diag("v=$v err=$err");
-	is(llen($name), 0, 'fair waiter ended by lock_timeout left the queue');
+	is(fair_queue_len($rc, $name), 0, 'fair waiter ended by lock_timeout left the queue');
 
 	# explicit wait longer than lock_timeout: runs its own course
 	($v, $err, $st) = $b->try("SELECT redis_lock_acquire('$name', '1s')");
@@ -172,17 +166,17 @@ sub fair_waiters
 	my $b = RedisLockTest::Session->new($node);
 	my $b_id = $b->query('SELECT redis_lock_owner_id()');
 	$b->start("SELECT redis_lock_acquire('$name', '2s', '10 min', true)");
-	until_ok('timed fair waiter queued', sub { llen($name) == 2 });
-	is_deeply(queue($name), [ $ids->[0], $b_id ], 'timed waiter is behind the first');
+	until_ok('timed fair waiter queued', sub { fair_queue_len($rc, $name) == 2 });
+	is_deeply(fair_queue($rc, $name), [ $ids->[0], $b_id ], 'timed waiter is behind the first');
 	my ($v, $err, $st) = $b->finish($T);
 	is($v, 'f', 'timed fair waiter returns f when its wait ends') or diag("err=$err st=$st");
-	is_deeply(queue($name), [ $ids->[0] ], 'it left the queue, the first stays');
-	is(zcard($name), 1, 'and its timeout entry is gone');
+	is_deeply(fair_queue($rc, $name), [ $ids->[0] ], 'it left the queue, the first stays');
+	is(fair_timeout_count($rc, $name), 1, 'and its timeout entry is gone');
 	is($a->query("SELECT redis_lock_release('$name')"), 't', 'A releases');
 	($v, $err) = $w->[0]->finish($T);
 	is($v, 't', 'the remaining waiter gets the lock') or diag($err);
 	is($w->[0]->query("SELECT redis_lock_release('$name')"), 't', 'release');
-	is(llen($name) + zcard($name), 0, 'queue empty');
+	is(fair_queue_len($rc, $name) + fair_timeout_count($rc, $name), 0, 'queue empty');
 	$_->close for @$w, $b;
 }
 

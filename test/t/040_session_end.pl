@@ -19,9 +19,6 @@ my $node  = RedisLockTest::node('sessend', $redis,
 	'redislock.fair_wait_timeout' => '120s');
 my $rc = FakeRedisson::Conn->new(port => $redis->port);
 
-sub llen { $rc->cmd('LLEN', FakeRedisson::queue_key($_[0])) }
-
-
 # Holder $how-ends while a waiter waits: the waiter gets the lock promptly.
 sub end_holder_wakes_waiter
 {
@@ -83,7 +80,7 @@ end_holder_wakes_waiter('terminate', 'L' x 512);
 	# a fair waiter on many:fair and a non-fair one on many:1
 	my $f = RedisLockTest::Session->new($node);
 	$f->start("SELECT redis_lock_acquire('many:fair', NULL, '10 min', true)");
-	until_ok('fair waiter queued', sub { llen('many:fair') == 1 });
+	until_ok('fair waiter queued', sub { fair_queue_len($rc, 'many:fair') == 1 });
 	my $n = RedisLockTest::Session->new($node);
 	$n->start("SELECT redis_lock_acquire('many:1', NULL, '10 min')");
 	waits_ok($n, 'non-fair waiter');
@@ -99,7 +96,7 @@ end_holder_wakes_waiter('terminate', 'L' x 512);
 	}
 	is($rc->cmd('EXISTS', 'many:2'), 0, 'many:2 (count 2) fully released');
 	is($rc->cmd('EXISTS', 'many {3}'), 0, 'watchdog lock released');
-	is(llen('many:fair'), 0, 'fair queue empty');
+	is(fair_queue_len($rc, 'many:fair'), 0, 'fair queue empty');
 	is($f->query('SELECT redis_lock_release_all()'), 1, 'fair waiter releases all (1)');
 	is($n->query('SELECT redis_lock_release_all()'), 1, 'non-fair waiter releases all (1)');
 	$f->close;
@@ -114,13 +111,13 @@ end_holder_wakes_waiter('terminate', 'L' x 512);
 	my $w2 = RedisLockTest::Session->new($node);
 	my $w2_id = $w2->query('SELECT redis_lock_owner_id()');
 	$w1->start("SELECT redis_lock_acquire('wt', NULL, '10 min', true)");
-	until_ok('w1 queued', sub { llen('wt') == 1 });
+	until_ok('w1 queued', sub { fair_queue_len($rc, 'wt') == 1 });
 	$w2->start("SELECT redis_lock_acquire('wt', NULL, '10 min', true)");
-	until_ok('w2 queued', sub { llen('wt') == 2 });
+	until_ok('w2 queued', sub { fair_queue_len($rc, 'wt') == 2 });
 	ok($w1->terminate($T), 'queue head terminated while waiting');
 	until_ok('terminated waiter left the queue',
-		sub { llen('wt') == 1 && $rc->cmd('ZCARD', FakeRedisson::timeout_key('wt')) == 1 });
-	is_deeply($rc->cmd('LRANGE', FakeRedisson::queue_key('wt'), 0, -1), [$w2_id],
+		sub { fair_queue_len($rc, 'wt') == 1 && fair_timeout_count($rc, 'wt') == 1 });
+	is_deeply(fair_queue($rc, 'wt'), [$w2_id],
 		'w2 is the head');
 	is($a->query("SELECT redis_lock_release('wt')"), 't', 'A releases');
 	my ($v, $err) = $w2->finish($T);

@@ -25,7 +25,6 @@ my $rc   = FakeRedisson::Conn->new(port => $redis->port);
 my $java = FakeRedisson->new(port => $redis->port);
 
 sub numsub { $rc->cmd('PUBSUB', 'NUMSUB', $_[0])->[1] }
-sub llen   { $rc->cmd('LLEN', FakeRedisson::queue_key($_[0])) }
 sub printable { my $s = shift; $s = substr($s, 0, 40) . '...' if length $s > 40; $s =~ s/\n/\\n/g; $s }
 
 my $a = RedisLockTest::Session->new($node);
@@ -127,9 +126,9 @@ my $b_id = $b->query('SELECT redis_lock_owner_id()');
 	$sub->subscribe(FakeRedisson::fair_channel($name, $jo));
 	my $ttl = $java->fair_try_lock($name, 7, $LONG);
 	ok(defined $ttl, 'Java fair tryLock: busy, returns ttl') or diag('nil');
-	is_deeply($rc->cmd('LRANGE', FakeRedisson::queue_key($name), 0, -1), [$jo],
+	is_deeply(fair_queue($rc, $name), [$jo],
 		'Java owner queued in redisson_lock_queue:{fair:j}');
-	is($rc->cmd('ZCARD', FakeRedisson::timeout_key($name)), 1, 'and in the timeout set');
+	is(fair_timeout_count($rc, $name), 1, 'and in the timeout set');
 	is($a->query("SELECT queue_length FROM redis_lock_status('$name')"), 1,
 		'redis_lock_status sees the Java waiter');
 
@@ -145,12 +144,12 @@ my $b_id = $b->query('SELECT redis_lock_owner_id()');
 		'SQL fair acquire on a free lock with a Java queue head: f');
 	is($java->fair_try_lock($name, 7, $LONG), undef, 'Java fair tryLock now succeeds');
 	is($rc->cmd('HGET', $name, $jo), '1', 'Java holds it');
-	is(llen($name), 0, 'queue empty');
+	is(fair_queue_len($rc, $name), 0, 'queue empty');
 
 	# SQL fair waiter behind the Java holder; Java's fair unlock wakes it
 	$b->start("SELECT redis_lock_acquire('$name', NULL, '10 min', true)");
-	until_ok('SQL fair waiter queued', sub { llen($name) == 1 });
-	is_deeply($rc->cmd('LRANGE', FakeRedisson::queue_key($name), 0, -1), [$b_id],
+	until_ok('SQL fair waiter queued', sub { fair_queue_len($rc, $name) == 1 });
+	is_deeply(fair_queue($rc, $name), [$b_id],
 		'queue holds the SQL owner id');
 	until_ok('SQL fair waiter subscribed to its own channel',
 		sub { numsub(FakeRedisson::fair_channel($name, $b_id)) >= 1 });
@@ -162,9 +161,9 @@ my $b_id = $b->query('SELECT redis_lock_owner_id()');
 
 	# Java fair waiter gives up (acquireFailed): SQL then gets in with wait 0
 	ok(defined $java->fair_try_lock($name, 8, $LONG), 'Java thread 8 queued');
-	is(llen($name), 1, 'one waiter');
+	is(fair_queue_len($rc, $name), 1, 'one waiter');
 	$java->fair_acquire_failed($name, 8);
-	is(llen($name), 0, 'Java acquireFailed left the queue');
+	is(fair_queue_len($rc, $name), 0, 'Java acquireFailed left the queue');
 	is($b->query("SELECT redis_lock_release('$name')"), 't', 'SQL releases');
 	is($a->query("SELECT redis_lock_acquire('$name', '0', '10 min', true)"), 't',
 		'free lock, empty queue: SQL fair wait 0 gets it');
@@ -258,7 +257,7 @@ for my $name ('inv{42}', 'a b c', "it's \"q\"", "line1\nline2",
 	# fair keys for the name
 	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min', true)"), 't', "[$p] SQL fair");
 	ok(defined $java->fair_try_lock($name, 6, $LONG), "[$p] Java fair waiter queued");
-	is($rc->cmd('LLEN', FakeRedisson::queue_key($name)), 1, "[$p] queue at Redisson's key");
+	is(fair_queue_len($rc, $name), 1, "[$p] queue at Redisson's key");
 	my $fsub = $java->new_conn;
 	$fsub->subscribe(FakeRedisson::fair_channel($name, $java->owner(6)));
 	is($a->query("SELECT redis_lock_release($l)"), 't', "[$p] SQL releases fair");

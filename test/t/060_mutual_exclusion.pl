@@ -117,7 +117,7 @@ my $total = $SESSIONS * $ROUNDS;
 	is(scalar(@err), 0, 'fair lock run: no errors') or diag(join("\n", @err));
 	is($v, $total, "fair lock: counter exact ($v of $total)");
 	is($rc->cmd('EXISTS', 'ctr:fair'), 0, 'no lock left in Redis');
-	is($rc->cmd('LLEN', FakeRedisson::queue_key('ctr:fair')), 0, 'fair queue empty');
+	is(fair_queue_len($rc, 'ctr:fair'), 0, 'fair queue empty');
 }
 
 $setup->close;

@@ -250,7 +250,7 @@ $a_id = $a->query('SELECT redis_lock_owner_id()');
 	until_ok("no stale hold or queue entry on $name",
 		sub {
 			rc()->cmd('EXISTS', $name) == 0
-			  && rc()->cmd('LLEN', FakeRedisson::queue_key($name)) == 0
+			  && fair_queue_len(rc(), $name) == 0
 		});
 }
 

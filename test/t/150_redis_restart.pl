@@ -19,13 +19,6 @@ sub states
 	return join(',', map { "$_->[0]=$_->[1]" } $s->rows(
 		"SELECT name, state FROM redis_locks WHERE pid = $pid ORDER BY name"));
 }
-sub worker_pid
-{
-	my ($s) = @_;
-	return $s->query("SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type = 'redislock watchdog'");
-}
-
-sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd); }
 
 # --- A. no persistence: locks lost --------------------------------------------------
 {
@@ -33,7 +26,7 @@ sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd)
 	my $node  = RedisLockTest::node('restart_mem', $redis);
 	my $obs   = RedisLockTest::observer($node);
 	$node->safe_psql('postgres', 'CREATE TABLE t (v int)');
-	my $wpid = worker_pid($obs);
+	my $wpid = RedisLockTest::watchdog_pids($obs);
 	ok(defined $wpid, "watchdog running ($wpid)");
 
 	my $a = RedisLockTest::Session->new($node);
@@ -48,7 +41,7 @@ sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd)
 	$s0 = lock_stats($obs);
 
 	$redis->restart;
-	is(rcmd($redis, 'DBSIZE'), 0, 'Redis came back empty');
+	is(redis_cmd($redis, 'DBSIZE'), 0, 'Redis came back empty');
 	until_ok("A's locks become 'lost'", sub { states($obs, $a->pid) eq 'm:a1=lost,m:a2=lost' });
 	until_ok("B's lock becomes 'lost'", sub { states($obs, $b->pid) eq 'm:b1=lost' });
 	is(lock_stats($obs)->{lost_locks}, $s0->{lost_locks} + 3, 'lost_locks +3');
@@ -56,7 +49,7 @@ sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd)
 	my ($apid, $bpid) = ($a->pid, $b->pid);
 	like($log, qr/redis lock "m:a1" held by the session with PID $apid was lost/, 'WARNING for m:a1');
 	like($log, qr/redis lock "m:b1" held by the session with PID $bpid was lost/, 'WARNING for m:b1');
-	is(worker_pid($obs), $wpid, 'the same watchdog still runs');
+	is(RedisLockTest::watchdog_pids($obs), $wpid, 'the same watchdog still runs');
 	ok(!defined $a->query("SELECT redis_lock_fencing_token('m:a1')"), 'fencing token NULL');
 
 	my ($v, $err, $st) = $a->try('INSERT INTO t VALUES (1)');
@@ -71,7 +64,7 @@ sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd)
 	($v, $err) = $a->try("SELECT redis_lock_release('m:a1')");
 	is($v, 'f', "A's release of m:a1 returns false") or diag($err);
 	ok((grep { /WARNING/ } $a->notices), 'with a WARNING');
-	is(rcmd($redis, 'HEXISTS', 'm:a1', $c->query('SELECT redis_lock_owner_id()')), 1,
+	is(redis_cmd($redis, 'HEXISTS', 'm:a1', $c->query('SELECT redis_lock_owner_id()')), 1,
 		"A's release did not touch C's hold");
 	# release_all counts only what it released: m:a2 was lost already
 	($v, $err) = $a->try("SELECT redis_lock_release_all()");
@@ -88,10 +81,10 @@ sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd)
 	is($obs->query("SELECT hold_count FROM redis_locks WHERE name = 'm:b1'"), 2, 'hold count 2 (old hold + new)');
 	my $r0 = lock_stats($obs)->{renewals};
 	until_ok('and renewed again', sub { lock_stats($obs)->{renewals} >= $r0 + 3 });
-	is(rcmd($redis, 'HEXISTS', 'm:b1', $b->query('SELECT redis_lock_owner_id()')), 1, 'B holds it in Redis');
+	is(redis_cmd($redis, 'HEXISTS', 'm:b1', $b->query('SELECT redis_lock_owner_id()')), 1, 'B holds it in Redis');
 	is($b->query("SELECT redis_lock_release('m:b1')"), 't', 'B releases once');
 	is($b->query("SELECT redis_lock_release('m:b1')"), 't', 'B releases twice');
-	is(rcmd($redis, 'EXISTS', 'm:b1'), 0, 'm:b1 gone');
+	is(redis_cmd($redis, 'EXISTS', 'm:b1'), 0, 'm:b1 gone');
 	is($c->query("SELECT redis_lock_release('m:a1')"), 't', 'C releases');
 	is($obs->query('SELECT count(*) FROM redis_locks'), 0, 'redis_locks empty')
 	  or diag(explain [ $obs->rows('SELECT pid, name, state, hold_count, owner_id FROM redis_locks') ]);
@@ -105,7 +98,7 @@ sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd)
 	my $redis = RedisLockTest::Redis->new(appendonly => 1);
 	my $node  = RedisLockTest::node('restart_aof', $redis);
 	my $obs   = RedisLockTest::observer($node);
-	my $wpid  = worker_pid($obs);
+	my $wpid  = RedisLockTest::watchdog_pids($obs);
 
 	my $a = RedisLockTest::Session->new($node);
 	# 10 s lease: the outage (a restart) is far shorter, so nothing may expire.
@@ -121,21 +114,21 @@ sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd)
 		my $s0 = lock_stats($obs);
 		if ($how eq 'restart') { $redis->restart; }
 		else { $redis->kill9; $redis->start; }
-		is(rcmd($redis, 'HEXISTS', 'p:1', $id), 1, "$how: p:1 came back from the AOF");
-		is(rcmd($redis, 'HEXISTS', 'p:fixed', $id), 1, "$how: p:fixed came back");
+		is(redis_cmd($redis, 'HEXISTS', 'p:1', $id), 1, "$how: p:1 came back from the AOF");
+		is(redis_cmd($redis, 'HEXISTS', 'p:fixed', $id), 1, "$how: p:fixed came back");
 		my $r0 = lock_stats($obs)->{renewals};
 		# 2 locks renewed every 3.3 s: +4 = two rounds after the restart
 		until_ok("$how: renewals go on (+4)", sub { lock_stats($obs)->{renewals} >= $r0 + 4 });
-		is(rcmd($redis, 'HEXISTS', 'p:1', $id), 1, "$how: p:1 still held");
-		is(rcmd($redis, 'HEXISTS', 'p:2', $id), 1, "$how: p:2 still held");
-		ok(rcmd($redis, 'PTTL', 'p:1') > 0, "$how: PTTL > 0");
+		is(redis_cmd($redis, 'HEXISTS', 'p:1', $id), 1, "$how: p:1 still held");
+		is(redis_cmd($redis, 'HEXISTS', 'p:2', $id), 1, "$how: p:2 still held");
+		ok(redis_cmd($redis, 'PTTL', 'p:1') > 0, "$how: PTTL > 0");
 		is(states($obs, $a->pid), 'p:1=held,p:2=held,p:fixed=held', "$how: all held in redis_locks");
 		is(lock_stats($obs)->{lost_locks}, $s0->{lost_locks}, "$how: nothing lost");
-		is(worker_pid($obs), $wpid, "$how: same watchdog");
+		is(RedisLockTest::watchdog_pids($obs), $wpid, "$how: same watchdog");
 		is($a->query("SELECT redis_lock_fencing_token('p:1')"), $tok, "$how: same fencing token");
 	}
 	is($a->query('SELECT redis_lock_release_all()'), 3, 'A releases all three');
-	is(rcmd($redis, 'EXISTS', 'p:1') + rcmd($redis, 'EXISTS', 'p:2') + rcmd($redis, 'EXISTS', 'p:fixed'),
+	is(redis_cmd($redis, 'EXISTS', 'p:1') + redis_cmd($redis, 'EXISTS', 'p:2') + redis_cmd($redis, 'EXISTS', 'p:fixed'),
 		0, 'keys gone');
 	no_crash_ok($node, 'AOF');
 	$a->close;

@@ -15,11 +15,6 @@ use Time::HiRes qw(sleep);
 
 my $T = 60;
 
-sub worker_pid
-{
-	my ($s) = @_;
-	return $s->query("SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type = 'redislock watchdog'");
-}
 sub instance_of { my ($id) = @_; return (split /:/, $id)[0]; }
 
 my $redis = RedisLockTest::Redis->new;
@@ -39,7 +34,7 @@ sub wait_recovered
 		$obs = eval { RedisLockTest::Session->new($node) };
 		$obs && defined $obs->query('SELECT 1');
 	});
-	until_ok("$what: a watchdog runs again", sub { defined worker_pid($obs) });
+	until_ok("$what: a watchdog runs again", sub { defined RedisLockTest::watchdog_pids($obs) });
 	return $obs;
 }
 
@@ -69,7 +64,7 @@ sub expire_without_renewal_ok
 
 # --- 1. kill -9 of a regular backend ---------------------------------------------------
 my $obs = RedisLockTest::Session->new($node);
-my $old_worker = worker_pid($obs);
+my $old_worker = RedisLockTest::watchdog_pids($obs);
 ok(defined $old_worker, "watchdog running ($old_worker)");
 my $a = RedisLockTest::Session->new($node);
 my $b = RedisLockTest::Session->new($node);
@@ -91,7 +86,7 @@ until_ok('postmaster reports the crash', sub {
 });
 $_->close for grep { $_->{dbh} } ($a, $b, $obs);
 $obs = wait_recovered('backend crash');
-my $new_worker = worker_pid($obs);
+my $new_worker = RedisLockTest::watchdog_pids($obs);
 isnt($new_worker, $old_worker, "a new watchdog ($new_worker)");
 is($obs->query('SELECT count(*) FROM redis_locks'), 0, 'redis_locks is empty after the reinitialisation');
 is(lock_stats($obs)->{renewals}, 0, 'counters start again from zero');
@@ -119,7 +114,7 @@ until_ok('postmaster reports the worker crash', sub {
 });
 $_->close for grep { $_->{dbh} } ($c, $d, $obs);
 $obs = wait_recovered('watchdog crash');
-my $third_worker = worker_pid($obs);
+my $third_worker = RedisLockTest::watchdog_pids($obs);
 ok($third_worker ne $new_worker && $third_worker ne $old_worker, "yet another watchdog ($third_worker)");
 expire_without_renewal_ok('watchdog crash', 'cr:d1');
 my $e = RedisLockTest::Session->new($node);

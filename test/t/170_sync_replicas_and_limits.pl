@@ -14,11 +14,10 @@ use Test::More;
 
 my $T = 60;
 
-sub rcmd { my ($r, @cmd) = @_; return FakeRedisson::conn_to($r->port)->cmd(@cmd); }
 sub info_field
 {
 	my ($r, $section, $field) = @_;
-	my $info = rcmd($r, 'INFO', $section);
+	my $info = redis_cmd($r, 'INFO', $section);
 	return $info =~ /^\Q$field\E:(\S+)/m ? $1 : undef;
 }
 
@@ -43,13 +42,13 @@ my $obs  = RedisLockTest::observer($node);
 	my ($v, $err, $st) = $s->try("SELECT redis_lock_acquire('sr:1', '0', '10 min')");
 	is($v, 't', 'sync_replicas = 1 with one replica: acquired') or diag($err);
 	# WAIT 1 returned, so the replica has it already: no waiting here.
-	is(rcmd($replica, 'HGET', 'sr:1', $id), '1', 'the replica has the hold when the call returns');
+	is(redis_cmd($replica, 'HGET', 'sr:1', $id), '1', 'the replica has the hold when the call returns');
 	($v, $err) = $s->try("SELECT redis_lock_acquire('sr:1', '0', '10 min')");
 	is($v, 't', 'reentry with sync_replicas = 1') or diag($err);
-	is(rcmd($replica, 'HGET', 'sr:1', $id), '2', 'the replica has count 2');
+	is(redis_cmd($replica, 'HGET', 'sr:1', $id), '2', 'the replica has count 2');
 	($v, $err) = $s->try("SELECT redis_lock_acquire('sr:wd')");
 	is($v, 't', 'watchdog-mode lock with sync_replicas = 1') or diag($err);
-	is(rcmd($replica, 'HEXISTS', 'sr:wd', $id), 1, 'on the replica too');
+	is(redis_cmd($replica, 'HEXISTS', 'sr:wd', $id), 1, 'on the replica too');
 
 	# more replicas than exist
 	$s->query('SET redislock.sync_replicas = 2');
@@ -57,21 +56,21 @@ my $obs  = RedisLockTest::observer($node);
 	($v, $err, $st) = $s->try("SELECT redis_lock_acquire('sr:2', '0', '10 min')");
 	is($st, '55000', 'sync_replicas = 2 with one replica: 55000') or diag($err);
 	like($err // '', qr/redis lock "sr:2" was not confirmed by 2 replicas/, 'message names lock and count');
-	is(rcmd($master, 'EXISTS', 'sr:2'), 0, 'sr:2 is NOT left held in Redis');
+	is(redis_cmd($master, 'EXISTS', 'sr:2'), 0, 'sr:2 is NOT left held in Redis');
 	is($obs->query("SELECT count(*) FROM redis_locks WHERE name = 'sr:2'"), 0, 'nor in redis_locks');
 	ok(!defined $s->query("SELECT redis_lock_fencing_token('sr:2')"), 'no fencing token');
 	($v, $err, $st) = $s->try("SELECT redis_lock_acquire('sr:2w')");
 	is($st, '55000', 'same for a watchdog-mode lock') or diag($err);
-	is(rcmd($master, 'EXISTS', 'sr:2w'), 0, 'sr:2w not left held');
+	is(redis_cmd($master, 'EXISTS', 'sr:2w'), 0, 'sr:2w not left held');
 	($v, $err, $st) = $s->try("BEGIN; SELECT redis_xact_lock_acquire('sr:2x', '0', '10 min'); COMMIT");
 	$s->dbh->do('ROLLBACK');
 	is($st, '55000', 'same for a transaction lock') or diag($err);
-	is(rcmd($master, 'EXISTS', 'sr:2x'), 0, 'sr:2x not left held');
+	is(redis_cmd($master, 'EXISTS', 'sr:2x'), 0, 'sr:2x not left held');
 
 	# a failed reentry gives back only the new hold
 	($v, $err, $st) = $s->try("SELECT redis_lock_acquire('sr:1', '0', '10 min')");
 	is($st, '55000', 'reentry on sr:1 with sync_replicas = 2 fails') or diag($err);
-	is(rcmd($master, 'HGET', 'sr:1', $id), '2', 'sr:1 keeps its 2 holds in Redis');
+	is(redis_cmd($master, 'HGET', 'sr:1', $id), '2', 'sr:1 keeps its 2 holds in Redis');
 	is($obs->query("SELECT hold_count FROM redis_locks WHERE name = 'sr:1'"), 2, 'and in redis_locks');
 
 	# the replica goes away: sync_replicas = 1 fails, comes back: works
@@ -82,7 +81,7 @@ my $obs  = RedisLockTest::observer($node);
 	});
 	($v, $err, $st) = $s->try("SELECT redis_lock_acquire('sr:down', '0', '10 min')");
 	is($st, '55000', 'replica down: sync_replicas = 1 fails with 55000') or diag($err);
-	is(rcmd($master, 'EXISTS', 'sr:down'), 0, 'sr:down not left held');
+	is(redis_cmd($master, 'EXISTS', 'sr:down'), 0, 'sr:down not left held');
 	$replica->start;
 	until_ok('replica back (connected_slaves:1)', sub {
 		(info_field($master, 'replication', 'connected_slaves') // '') eq '1'
@@ -90,12 +89,12 @@ my $obs  = RedisLockTest::observer($node);
 	});
 	($v, $err) = $s->try("SELECT redis_lock_acquire('sr:down', '0', '10 min')");
 	is($v, 't', 'replica back: acquired') or diag($err);
-	is(rcmd($replica, 'HEXISTS', 'sr:down', $id), 1, 'on the replica');
+	is(redis_cmd($replica, 'HEXISTS', 'sr:down', $id), 1, 'on the replica');
 
 	$s->query('RESET redislock.sync_replicas');
 	is($s->query('SELECT redis_lock_release_all()'), 3, 'release all (sr:1, sr:wd, sr:down)');
-	is(rcmd($master, 'EXISTS', 'sr:1'), 0, 'sr:1 fully released (both holds)');
-	my @left = grep { !/^redisson_lock_token:/ } @{ rcmd($master, 'KEYS', '*') };
+	is(redis_cmd($master, 'EXISTS', 'sr:1'), 0, 'sr:1 fully released (both holds)');
+	my @left = grep { !/^redisson_lock_token:/ } @{ redis_cmd($master, 'KEYS', '*') };
 	is_deeply(\@left, [], 'nothing but fencing counters left on the master');
 	$s->close;
 }
@@ -124,13 +123,13 @@ my $mobs  = RedisLockTest::observer($mnode);
 		is($st, '53400', "17th lock fails with 53400 (try $try)") or diag($err);
 		like($err // '', qr/too many redis locks|max_locks/, 'message/hint about the table') if $try == 1;
 	}
-	is(rcmd($redis, 'EXISTS', 'ml:17'), 0, 'the 17th is not taken in Redis');
+	is(redis_cmd($redis, 'EXISTS', 'ml:17'), 0, 'the 17th is not taken in Redis');
 	my ($v, $err, $st) = $s->try("SELECT redis_lock_acquire('ml:17w')");
 	is($st, '53400', 'a watchdog-mode 17th fails too') or diag($err);
-	is(rcmd($redis, 'EXISTS', 'ml:17w'), 0, 'not taken in Redis');
+	is(redis_cmd($redis, 'EXISTS', 'ml:17w'), 0, 'not taken in Redis');
 	($v, $err, $st) = $o->try("SELECT redis_lock_acquire('ml:other', '0', '10 min')");
 	is($st, '53400', 'another session is refused as well (table shared)') or diag($err);
-	is(rcmd($redis, 'EXISTS', 'ml:other'), 0, 'not taken in Redis');
+	is(redis_cmd($redis, 'EXISTS', 'ml:other'), 0, 'not taken in Redis');
 	($v, $err) = $s->try("SELECT redis_lock_acquire('ml:1', '0', '10 min')");
 	is($v, 't', 'reentry on a held lock still works with a full table') or diag($err);
 	is($mobs->query("SELECT hold_count FROM redis_locks WHERE name = 'ml:1'"), 2, 'ml:1 count 2');
@@ -144,7 +143,7 @@ my $mobs  = RedisLockTest::observer($mnode);
 	is($o->query("SELECT redis_lock_release('ml:other')"), 't', 'other releases');
 	($v, $err) = $s->try("SELECT redis_lock_acquire('ml:17', '0', '10 min')");
 	is($v, 't', 'ml:17 now works') or diag($err);
-	is(rcmd($redis, 'EXISTS', 'ml:17'), 1, 'ml:17 in Redis');
+	is(redis_cmd($redis, 'EXISTS', 'ml:17'), 1, 'ml:17 in Redis');
 
 	is($s->query('SELECT redis_lock_release_all()'), 16, 'release all 16');
 	is($mobs->query('SELECT count(*) FROM redis_locks'), 0, 'table empty');

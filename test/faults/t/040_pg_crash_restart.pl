@@ -72,7 +72,7 @@ for my $i (0 .. 2)
 $w[1]->query('COMMIT');
 $w[0]->query("SELECT redis_lock_release('cr:a')");
 $w[2]->query("SELECT redis_lock_release('cr:f')");
-is($rc->cmd('LLEN', FakeRedisson::queue_key('cr:f')), 0, 'fair queue empty');
+is(fair_queue_len($rc, 'cr:f'), 0, 'fair queue empty');
 
 # the crashed server comes back by itself
 until_ok(60, 'crashed node accepts connections again', sub {
