@@ -498,9 +498,9 @@ settle(bool quiet)
 }
 
 /*
- * Tells the worker which locks this session leaves unsettled on its way
- * back to the client: an idle session (a pooled one, say) may not call
- * again for long, and the lock would stay held in Redis until then.
+ * Tells the worker which locks this session leaves unsettled when a
+ * (sub)transaction ends: the session may not call again for long (an idle
+ * pooled connection, say), and the lock would stay held in Redis until then.
  */
 static void
 hand_unsettled_to_worker(void)
