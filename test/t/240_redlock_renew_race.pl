@@ -34,6 +34,19 @@ sub evalsha_calls
 	return defined $line && $line =~ /calls=(\d+)/ ? $1 : 0;
 }
 
+# Lets the requests held back in the proxy go, and waits until every master
+# has run one more script: the late $what.
+sub let_go
+{
+	my ($what) = @_;
+	my @calls = map { evalsha_calls($_) } $rl->nodes;
+	$proxy->cmd('go up');
+	until_ok("the late $what has run on every master", sub {
+		my @now = map { evalsha_calls($_) } $rl->nodes;
+		return !grep { $now[$_] <= $calls[$_] } 0 .. $#now;
+	}, 30);
+}
+
 is($a->query("SELECT redis_lock_acquire('rr:1')"), 't', 'A holds rr:1 (watchdog, 3 s lease) on the masters');
 is($rl->holders('rr:1'), 3, 'on all 3');
 my $t1 = $a->query("SELECT redis_lock_fencing_token('rr:1')");
@@ -42,12 +55,7 @@ $proxy->cmd('stall up');
 ok($proxy->wait_held('up', 3, 30), "the worker's renewal is on its way to the 3 masters (held in the proxy)");
 is($a->query("SELECT redis_lock_release('rr:1')"), 't', 'A releases rr:1 meanwhile');
 is($rl->holders('rr:1'), 0, 'no master has it');
-my @calls = map { evalsha_calls($_) } $rl->nodes;
-$proxy->cmd('go up');
-until_ok('the late renewal has run on every master', sub {
-	my @now = map { evalsha_calls($_) } $rl->nodes;
-	return !grep { $now[$_] <= $calls[$_] } 0 .. $#now;
-}, 30);
+let_go('renewal');
 is($rl->holders('rr:1'), 0, 'the released lock did not come back on any master');
 
 is($a->query("SELECT redis_lock_acquire('rr:1')"), 't', 'A takes rr:1 again');
@@ -73,12 +81,7 @@ $proxy->cmd('step up ' . $proxy->held->{up});
 ok($proxy->wait_held('up', 3, 30), 'let through, it finds master 2 without the hold: the restore it sends is held back');
 is($a->query("SELECT redis_lock_release('rr:2')"), 't', 'A releases rr:2 meanwhile');
 is($rl->holders('rr:2'), 0, 'no master has it');
-@calls = map { evalsha_calls($_) } $rl->nodes;
-$proxy->cmd('go up');
-until_ok('the late restore has run on every master', sub {
-	my @now = map { evalsha_calls($_) } $rl->nodes;
-	return !grep { $now[$_] <= $calls[$_] } 0 .. $#now;
-}, 30);
+let_go('restore');
 is($rl->holders('rr:2'), 0, 'the released lock did not come back on any master');
 is($a->query("SELECT count(*) FROM redis_locks WHERE name = 'rr:2'"), '0', 'nor in redis_locks');
 
