@@ -3,6 +3,7 @@
 
 MODULE_big = redislock
 OBJS = \
+	src/config.o \
 	src/conn.o \
 	src/lock.o \
 	src/redislock.o \

@@ -10,6 +10,7 @@
  * A Redlock master that answers after the majority keeps its connection
  * instead: its late replies are skipped on the next use (flight_abandon).
  * Sockets are opened by transport.c, whose host name lookups do not block.
+ * Where to connect comes from config.c.
  *
  * src/conn.c
  */
@@ -29,23 +30,10 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "conn.h"
+#include "conn_int.h"
 #include "redislock.h"
 #include "scripts.h"
-#include "secrets.h"
 #include "transport.h"
-
-/* Where to connect, parsed from redislock.url. */
-typedef struct RLServer
-{
-	char		host[256];
-	int			port;
-	char		unix_path[256];
-	char		user[128];
-	char		password[256];
-	int			db;
-	char		desc[300];		/* host:port or unix:path, never secrets */
-} RLServer;
 
 /* Where the replies to build_setup()'s commands are. */
 typedef struct RLSetup
@@ -70,17 +58,6 @@ typedef enum WaitResult
 RLConn		rl_cmd_conn = {.role = "command"};
 RLConn		rl_sub_conn = {.role = "subscriber"};
 
-static RLServer server;
-static RLMode server_mode = RL_MODE_SINGLE;
-static RLNode sentinels[RL_MAX_NODES];
-static int	nsentinels = 0;
-static RLNode mode_nodes[RL_MAX_NODES];	/* cluster seeds or Redlock masters */
-static int	nmode_nodes = 0;
-static int	sentinel_first = 0;	/* the one that answered last */
-static uint64 server_generation = 0;
-static bool server_ok = false;
-static char server_problem[256];
-
 static bool
 fail(RLConn *c, RLFailure failure, const char *fmt,...)
 pg_attribute_printf(3, 4);
@@ -101,414 +78,11 @@ fail(RLConn *c, RLFailure failure, const char *fmt,...)
 	return false;
 }
 
-static int
-hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-/* Copies a %-encoded URL part of length len into dst. */
-static bool
-copy_decoded(char *dst, size_t dstsize, const char *src, size_t len)
-{
-	size_t		o = 0;
-
-	for (size_t i = 0; i < len; i++)
-	{
-		char		ch = src[i];
-
-		if (ch == '%')
-		{
-			int			hi,
-						lo;
-
-			if (i + 2 >= len)
-				return false;
-			hi = hexval(src[i + 1]);
-			lo = hexval(src[i + 2]);
-			if (hi < 0 || lo < 0)
-				return false;
-			ch = (char) (hi * 16 + lo);
-			i += 2;
-		}
-		if (o + 1 >= dstsize)
-			return false;
-		dst[o++] = ch;
-	}
-	dst[o] = '\0';
-	return true;
-}
-
-static bool
-parse_db(const char *s, int *db)
-{
-	char	   *end;
-	long		v;
-
-	if (*s == '\0')
-		return true;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v < 0 || v > 100000)
-		return false;
-	*db = (int) v;
-	return true;
-}
-
-/*
- * Parses redis://[user[:password]@]host[:port][/db] or
- * unix:///path[?db=N]. On failure *problem says why (never echoing secrets).
- */
-static bool
-parse_url(const char *url, RLServer *out, const char **problem)
-{
-	const char *p;
-	const char *at;
-	const char *hostend;
-	const char *slash;
-
-	memset(out, 0, sizeof(*out));
-	out->port = 6379;
-
-	if (strncmp(url, "unix://", 7) == 0)
-	{
-		const char *q = strchr(url + 7, '?');
-		size_t		len = q ? (size_t) (q - (url + 7)) : strlen(url + 7);
-
-		if (len == 0 || url[7] != '/' || len >= sizeof(out->unix_path))
-		{
-			*problem = "a unix URL needs an absolute socket path: unix:///path/to/redis.sock";
-			return false;
-		}
-		memcpy(out->unix_path, url + 7, len);
-		out->unix_path[len] = '\0';
-		if (q && (strncmp(q, "?db=", 4) != 0 || !parse_db(q + 4, &out->db)))
-		{
-			*problem = "the only unix URL option is ?db=N";
-			return false;
-		}
-		snprintf(out->desc, sizeof(out->desc), "unix:%s", out->unix_path);
-		return true;
-	}
-	if (strncmp(url, "rediss://", 9) == 0)
-	{
-		*problem = "TLS (rediss://) is not supported by the hiredis this was built with";
-		return false;
-	}
-	if (strncmp(url, "redis://", 8) != 0)
-	{
-		*problem = "the URL must start with redis:// or unix://";
-		return false;
-	}
-	p = url + 8;
-	slash = strchr(p, '/');
-	at = strrchr(p, '@');
-	if (at && slash && at > slash)
-		at = NULL;
-	if (at)
-	{
-		const char *colon = memchr(p, ':', at - p);
-
-		if (colon)
-		{
-			if (!copy_decoded(out->user, sizeof(out->user), p, colon - p) ||
-				!copy_decoded(out->password, sizeof(out->password),
-							  colon + 1, at - colon - 1))
-			{
-				*problem = "the user or password part of the URL is malformed";
-				return false;
-			}
-		}
-		else if (!copy_decoded(out->user, sizeof(out->user), p, at - p))
-		{
-			*problem = "the user part of the URL is malformed";
-			return false;
-		}
-		p = at + 1;
-	}
-	if (*p == '[')
-	{
-		const char *close = strchr(p, ']');
-
-		if (!close || (size_t) (close - p - 1) >= sizeof(out->host))
-		{
-			*problem = "an IPv6 host must be written as [address]";
-			return false;
-		}
-		memcpy(out->host, p + 1, close - p - 1);
-		hostend = close + 1;
-	}
-	else
-	{
-		hostend = p + strcspn(p, ":/");
-		if ((size_t) (hostend - p) >= sizeof(out->host))
-		{
-			*problem = "the host name is too long";
-			return false;
-		}
-		memcpy(out->host, p, hostend - p);
-	}
-	if (out->host[0] == '\0')
-	{
-		*problem = "the URL names no host";
-		return false;
-	}
-	p = hostend;
-	if (*p == ':')
-	{
-		char	   *end;
-		long		port = strtol(p + 1, &end, 10);
-
-		if (end == p + 1 || port < 1 || port > 65535 || (*end != '\0' && *end != '/'))
-		{
-			*problem = "the port must be a number from 1 to 65535";
-			return false;
-		}
-		out->port = (int) port;
-		p = end;
-	}
-	if (*p == '/' && !parse_db(p + 1, &out->db))
-	{
-		*problem = "the database after the host must be a number";
-		return false;
-	}
-	if (*p != '\0' && *p != '/')
-	{
-		*problem = "unexpected text after the host";
-		return false;
-	}
-	snprintf(out->desc, sizeof(out->desc), "%s:%d", out->host, out->port);
-	return true;
-}
-
-/* GUC check hook support: is this a URL we can use? */
-bool
-rl_check_url(const char *url, char **detail)
-{
-	RLServer	tmp;
-	const char *problem = NULL;
-
-	if (url == NULL || url[0] == '\0')
-		return true;
-	if (parse_url(url, &tmp, &problem))
-		return true;
-	*detail = (char *) problem;
-	return false;
-}
-
-/*
- * Parses "host:port[,host:port...]" (IPv6 hosts in brackets) into nodes.
- * Returns the count, or -1 with *problem set.
- */
-static int
-parse_node_list(const char *list, RLNode *nodes, int max, const char **problem)
-{
-	int			n = 0;
-	const char *p = list;
-
-	while (*p != '\0')
-	{
-		const char *end;
-		const char *colon;
-		const char *host = p;
-		size_t		hostlen;
-		char	   *portend;
-		long		port;
-
-		while (*host == ' ')
-			host++;
-		end = host + strcspn(host, ",");
-		colon = end;
-		while (colon > host && colon[-1] != ':')
-			colon--;
-		if (colon == host)
-		{
-			*problem = "each entry must be host:port";
-			return -1;
-		}
-		port = strtol(colon, &portend, 10);
-		while (*portend == ' ')
-			portend++;
-		hostlen = colon - 1 - host;
-		if (hostlen >= 2 && host[0] == '[' && host[hostlen - 1] == ']')
-		{
-			host++;
-			hostlen -= 2;
-		}
-		if (portend != end || port < 1 || port > 65535 || hostlen == 0 ||
-			hostlen >= sizeof(nodes[0].host))
-		{
-			*problem = "each entry must be host:port with a port from 1 to 65535";
-			return -1;
-		}
-		if (n == max)
-		{
-			*problem = "too many entries";
-			return -1;
-		}
-		memcpy(nodes[n].host, host, hostlen);
-		nodes[n].host[hostlen] = '\0';
-		nodes[n].port = (int) port;
-		snprintf(nodes[n].desc, sizeof(nodes[n].desc), "%s:%d",
-				 nodes[n].host, nodes[n].port);
-		n++;
-		p = *end == ',' ? end + 1 : end;
-	}
-	return n;
-}
-
-/* GUC check hook support: is this a usable host:port list? */
-bool
-rl_check_nodes(const char *list, char **detail)
-{
-	RLNode		tmp[RL_MAX_NODES];
-	const char *problem = NULL;
-
-	if (list == NULL || parse_node_list(list, tmp, RL_MAX_NODES, &problem) >= 0)
-		return true;
-	*detail = (char *) problem;
-	return false;
-}
-
-/* Parses a node list setting into nodes; false with server_problem set. */
-static bool
-load_nodes(const char *setting, const char *list, RLNode *nodes, int *n)
-{
-	const char *problem = NULL;
-
-	*n = parse_node_list(list, nodes, RL_MAX_NODES, &problem);
-	if (*n >= 0)
-		return true;
-	*n = 0;
-	snprintf(server_problem, sizeof(server_problem), "%s is invalid: %s",
-			 setting, problem);
-	return false;
-}
-
-/*
- * Re-reads the settings if they changed since we last looked. At most one
- * of sentinels, cluster_nodes and redlock_nodes may be set; it selects the
- * mode. Behind sentinels redislock.url gives only the credentials and the
- * database; for a cluster or Redlock it may be left unset.
- */
-static void
-load_server(void)
-{
-	const char *problem = NULL;
-	bool		have_sentinels = rl_sentinels && rl_sentinels[0] != '\0';
-	bool		have_cluster = rl_cluster_nodes && rl_cluster_nodes[0] != '\0';
-	bool		have_redlock = rl_redlock_nodes && rl_redlock_nodes[0] != '\0';
-
-	if (server_generation == rl_settings_generation)
-		return;
-	server_generation = rl_settings_generation;
-	server_ok = false;
-	nsentinels = 0;
-	nmode_nodes = 0;
-	server_mode = have_sentinels ? RL_MODE_SENTINEL :
-		have_cluster ? RL_MODE_CLUSTER :
-		have_redlock ? RL_MODE_REDLOCK : RL_MODE_SINGLE;
-	if ((int) have_sentinels + (int) have_cluster + (int) have_redlock > 1)
-	{
-		strlcpy(server_problem,
-				"only one of redislock.sentinels, redislock.cluster_nodes and redislock.redlock_nodes may be set",
-				sizeof(server_problem));
-		return;
-	}
-	memset(&server, 0, sizeof(server));
-	if (rl_url != NULL && rl_url[0] != '\0')
-	{
-		if (!parse_url(rl_url, &server, &problem))
-		{
-			snprintf(server_problem, sizeof(server_problem),
-					 "redislock.url is invalid: %s", problem);
-			return;
-		}
-	}
-	else if (server_mode == RL_MODE_SINGLE || server_mode == RL_MODE_SENTINEL)
-	{
-		strlcpy(server_problem, "redislock.url is not set", sizeof(server_problem));
-		return;
-	}
-	if (rl_password && rl_password[0] != '\0')
-		strlcpy(server.password, rl_password, sizeof(server.password));
-	else if (rl_password_file && rl_password_file[0] != '\0' &&
-			 !rl_read_password_file(server.password, sizeof(server.password),
-									server_problem, sizeof(server_problem)))
-	{
-		/* read it again on next use: the file may get fixed */
-		server_generation = 0;
-		return;
-	}
-	switch (server_mode)
-	{
-		case RL_MODE_SINGLE:
-			break;
-		case RL_MODE_SENTINEL:
-			if (!load_nodes("redislock.sentinels", rl_sentinels, sentinels, &nsentinels))
-				return;
-			server.unix_path[0] = '\0';
-			snprintf(server.desc, sizeof(server.desc), "master \"%s\" (via sentinels)",
-					 rl_sentinel_master);
-			break;
-		case RL_MODE_CLUSTER:
-			if (!load_nodes("redislock.cluster_nodes", rl_cluster_nodes,
-							mode_nodes, &nmode_nodes))
-				return;
-			if (server.db != 0)
-			{
-				strlcpy(server_problem, "a Redis Cluster has only database 0",
-						sizeof(server_problem));
-				return;
-			}
-			strlcpy(server.desc, "the redis cluster", sizeof(server.desc));
-			break;
-		case RL_MODE_REDLOCK:
-			if (!load_nodes("redislock.redlock_nodes", rl_redlock_nodes,
-							mode_nodes, &nmode_nodes))
-				return;
-			if (nmode_nodes < 3)
-			{
-				strlcpy(server_problem,
-						"redislock.redlock_nodes must name at least 3 independent masters",
-						sizeof(server_problem));
-				return;
-			}
-			snprintf(server.desc, sizeof(server.desc), "%d redlock masters",
-					 nmode_nodes);
-			break;
-	}
-	sentinel_first = 0;
-	server_ok = true;
-}
-
-/*
- * The deployment the settings describe: mode and, for a cluster, its seed
- * nodes, for Redlock its masters. False with *problem when the settings
- * are unusable.
- */
-bool
-rl_config(RLMode *mode, const RLNode **nodes, int *nnodes, const char **problem)
-{
-	load_server();
-	*mode = server_mode;
-	*nodes = mode_nodes;
-	*nnodes = nmode_nodes;
-	*problem = server_problem;
-	return server_ok;
-}
-
 /* Where c connects, for messages: never includes secrets. */
 const char *
 rl_conn_desc(const RLConn *c)
 {
-	return c->pinned ? c->node.desc : server.desc;
+	return c->pinned ? c->node.desc : rl_server.desc;
 }
 
 /* When a request started now must be over: redislock.command_timeout. */
@@ -516,13 +90,6 @@ TimestampTz
 rl_command_deadline(void)
 {
 	return after_ms(rl_command_timeout);
-}
-
-const char *
-rl_server_desc(void)
-{
-	load_server();
-	return server_ok ? server.desc : "(unconfigured)";
 }
 
 static long
@@ -822,17 +389,17 @@ build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 	int			n = 0;
 
 	memset(cmds, 0, sizeof(RLCommand) * RL_SETUP_MAX);
-	if (server.password[0] != '\0')
+	if (rl_server.password[0] != '\0')
 	{
 		rl_set_arg(&cmds[n], "AUTH", 4);
-		if (server.user[0] != '\0')
-			rl_set_arg(&cmds[n], server.user, strlen(server.user));
-		rl_set_arg(&cmds[n], server.password, strlen(server.password));
+		if (rl_server.user[0] != '\0')
+			rl_set_arg(&cmds[n], rl_server.user, strlen(rl_server.user));
+		rl_set_arg(&cmds[n], rl_server.password, strlen(rl_server.password));
 		n++;
 	}
-	if (server.db != 0)
+	if (rl_server.db != 0)
 	{
-		snprintf(db, 16, "%d", server.db);
+		snprintf(db, 16, "%d", rl_server.db);
 		rl_set_arg(&cmds[n], "SELECT", 6);
 		rl_set_arg(&cmds[n], db, strlen(db));
 		n++;
@@ -842,7 +409,7 @@ build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 	rl_set_arg(&cmds[n], "ID", 2);
 	n++;
 	st->role_reply = -1;
-	if (nsentinels > 0 && !c->pinned)
+	if (rl_nsentinels > 0 && !c->pinned)
 	{
 		/* the sentinels' answer may predate a failover */
 		st->role_reply = n;
@@ -1039,14 +606,14 @@ discover_master(RLConn *c, TimestampTz until)
 {
 	char		problem[256] = "no sentinel answered";
 
-	for (int i = 0; i < nsentinels; i++)
+	for (int i = 0; i < rl_nsentinels; i++)
 	{
-		int			k = (sentinel_first + i) % nsentinels;
+		int			k = (rl_sentinel_first + i) % rl_nsentinels;
 		RLCommand	cmds[2];
 		RLReply    *replies[2];
 		RLReply    *r;
 		int			n = 0;
-		TimestampTz one = Min(until, after_ms(Max(rl_connect_timeout / nsentinels, 200)));
+		TimestampTz one = Min(until, after_ms(Max(rl_connect_timeout / rl_nsentinels, 200)));
 
 		memset(cmds, 0, sizeof(cmds));
 		if (rl_sentinel_password && rl_sentinel_password[0] != '\0')
@@ -1059,36 +626,36 @@ discover_master(RLConn *c, TimestampTz until)
 		rl_set_arg(&cmds[n], "get-master-addr-by-name", 23);
 		rl_set_arg(&cmds[n], rl_sentinel_master, strlen(rl_sentinel_master));
 		n++;
-		if (!ask_sentinel(&sentinels[k], n, cmds, replies, one,
+		if (!ask_sentinel(&rl_sentinel_nodes[k], n, cmds, replies, one,
 						  problem, sizeof(problem)))
 			continue;
 		if (n == 2 && replies[0]->type == REDIS_REPLY_ERROR)
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s refused the password: %s",
-					 sentinels[k].desc, replies[0]->str);
+					 rl_sentinel_nodes[k].desc, replies[0]->str);
 			continue;
 		}
 		r = replies[n - 1];
 		if (r->type == REDIS_REPLY_ERROR)
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s: %s",
-					 sentinels[k].desc, r->str);
+					 rl_sentinel_nodes[k].desc, r->str);
 			continue;
 		}
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
 			r->element[0]->type == REDIS_REPLY_STRING &&
 			r->element[1]->type == REDIS_REPLY_STRING &&
-			r->element[0]->len < sizeof(server.host))
+			r->element[0]->len < sizeof(rl_server.host))
 		{
-			strlcpy(server.host, r->element[0]->str, sizeof(server.host));
-			server.port = atoi(r->element[1]->str);
-			snprintf(server.desc, sizeof(server.desc), "%s:%d (master \"%s\")",
-					 server.host, server.port, rl_sentinel_master);
-			sentinel_first = k;
+			strlcpy(rl_server.host, r->element[0]->str, sizeof(rl_server.host));
+			rl_server.port = atoi(r->element[1]->str);
+			snprintf(rl_server.desc, sizeof(rl_server.desc), "%s:%d (master \"%s\")",
+					 rl_server.host, rl_server.port, rl_sentinel_master);
+			rl_sentinel_first = k;
 			return true;
 		}
 		snprintf(problem, sizeof(problem), "sentinel %s:%d does not know master \"%s\"",
-				 sentinels[k].host, sentinels[k].port, rl_sentinel_master);
+				 rl_sentinel_nodes[k].host, rl_sentinel_nodes[k].port, rl_sentinel_master);
 	}
 	return fail(c, RLF_CONNECT,
 				"no sentinel of redislock.sentinels could name master \"%s\": %s",
@@ -1107,9 +674,9 @@ ensure_open(RLConn *c, TimestampTz until)
 	if (rl_healthy(c))
 		return true;
 	rl_disconnect(c);
-	load_server();
-	if (!server_ok)
-		return fail(c, RLF_CONFIG, "%s", server_problem);
+	rl_load_server();
+	if (!rl_server_ok)
+		return fail(c, RLF_CONFIG, "%s", rl_server_problem);
 	c->generation = rl_settings_generation;
 	until = Min(until, after_ms(rl_connect_timeout));
 	if (c->pinned)
@@ -1119,11 +686,11 @@ ensure_open(RLConn *c, TimestampTz until)
 		rl_disconnect(c);
 		return false;
 	}
-	if (nsentinels > 0 && !discover_master(c, until))
+	if (rl_nsentinels > 0 && !discover_master(c, until))
 		return false;
-	strlcpy(master.host, server.host, sizeof(master.host));
-	master.port = server.port;
-	if (connect_socket(c, &master, server.unix_path, until) && setup_session(c, until))
+	strlcpy(master.host, rl_server.host, sizeof(master.host));
+	master.port = rl_server.port;
+	if (connect_socket(c, &master, rl_server.unix_path, until) && setup_session(c, until))
 		return true;
 	rl_disconnect(c);
 	return false;
@@ -1137,7 +704,7 @@ ensure_open(RLConn *c, TimestampTz until)
 static bool
 failover_reply(RLConn *c, int n, RLReply **replies)
 {
-	if (nsentinels == 0)
+	if (rl_nsentinels == 0)
 		return false;
 	for (int i = 0; i < n; i++)
 		if (replies[i]->type == REDIS_REPLY_ERROR &&
@@ -1167,7 +734,7 @@ worth_retrying(RLConn *c, bool *reused, TimestampTz until)
 		*reused = false;
 		return true;
 	}
-	if (nsentinels == 0 ||
+	if (rl_nsentinels == 0 ||
 		(c->failure != RLF_IO && c->failure != RLF_CONNECT && c->failure != RLF_FAILOVER) ||
 		GetCurrentTimestamp() + 100 * 1000 >= until)
 		return false;
@@ -1252,10 +819,10 @@ flight_start(Flight *f, RLBatch *b, TimestampTz connect_until)
 	if (!rl_healthy(c))
 	{
 		rl_disconnect(c);
-		load_server();
-		if (!server_ok)
+		rl_load_server();
+		if (!rl_server_ok)
 		{
-			fail(c, RLF_CONFIG, "%s", server_problem);
+			fail(c, RLF_CONFIG, "%s", rl_server_problem);
 			f->state = FLIGHT_DONE;
 			return;
 		}
