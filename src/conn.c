@@ -17,7 +17,6 @@
 #include "postgres.h"
 
 #include <limits.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <hiredis/hiredis.h>
 
@@ -179,9 +178,7 @@ rl_disconnect(RLConn *c)
 		 * partitioned network) die with it, and have the next connection
 		 * kill this one in Redis, dropping what reached it unread.
 		 */
-		struct linger reset = {1, 0};
-
-		(void) setsockopt(c->ctx->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+		rl_socket_reset(c->ctx->fd);
 		if (c->client_id > 0)
 			c->stale_client_id = c->client_id;
 	}
@@ -531,11 +528,8 @@ open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 static bool
 connected(RLConn *c)
 {
-	int			err = 0;
-	socklen_t	errlen = sizeof(err);
+	int			err = rl_socket_error(c->ctx->fd);
 
-	if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
-		err = errno;
 	if (err != 0)
 		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
 					rl_conn_desc(c), strerror(err));
