@@ -6,6 +6,7 @@ OBJS = \
 	src/config.o \
 	src/conn.o \
 	src/lock.o \
+	src/pipeline.o \
 	src/redislock.o \
 	src/registry.o \
 	src/route.o \

@@ -8,9 +8,11 @@
  * neither be cancelled nor bounded. A reply interrupted half-way leaves the
  * stream out of sync; such a connection is dropped and reopened on next use.
  * A Redlock master that answers after the majority keeps its connection
- * instead: its late replies are skipped on the next use (flight_abandon).
+ * instead: its late replies are skipped on the next use (flight_abandon,
+ * in pipeline.c).
  * Sockets are opened by transport.c, whose host name lookups do not block.
- * Where to connect comes from config.c.
+ * Where to connect comes from config.c; pipelines on several
+ * connections at once are run by pipeline.c.
  *
  * src/conn.c
  */
@@ -34,19 +36,6 @@
 #include "scripts.h"
 #include "transport.h"
 
-/* Where the replies to build_setup()'s commands are. */
-typedef struct RLSetup
-{
-	int			n;
-	int			id_reply;
-	int			role_reply;
-} RLSetup;
-
-#define RL_SETUP_MAX (5 + RL_NSCRIPTS)
-
-/* Late replies a connection may owe before it is reset instead (see flight_abandon). */
-#define RL_MAX_OWED 256
-
 typedef enum WaitResult
 {
 	WAIT_READY,
@@ -57,16 +46,12 @@ typedef enum WaitResult
 RLConn		rl_cmd_conn = {.role = "command"};
 RLConn		rl_sub_conn = {.role = "subscriber"};
 
-static bool
-fail(RLConn *c, RLFailure failure, const char *fmt,...)
-pg_attribute_printf(3, 4);
-static TimestampTz after_ms(int ms);
 static bool subscribe_once(RLConn *c, int nchannels,
 						   const char *const *channels, TimestampTz until);
 
 /* Records why c failed; always returns false for the caller to pass on. */
-static bool
-fail(RLConn *c, RLFailure failure, const char *fmt,...)
+bool
+rl_fail(RLConn *c, RLFailure failure, const char *fmt,...)
 {
 	va_list		ap;
 
@@ -88,11 +73,11 @@ rl_conn_desc(const RLConn *c)
 TimestampTz
 rl_command_deadline(void)
 {
-	return after_ms(rl_command_timeout);
+	return rl_after_ms(rl_command_timeout);
 }
 
-static long
-ms_until(TimestampTz until)
+long
+rl_ms_until(TimestampTz until)
 {
 	TimestampTz now;
 
@@ -116,8 +101,8 @@ rl_limit_waits(int ms)
 	wait_limit = ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms) : 0;
 }
 
-static TimestampTz
-after_ms(int ms)
+TimestampTz
+rl_after_ms(int ms)
 {
 	TimestampTz t = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
 
@@ -134,7 +119,7 @@ wait_socket(RLConn *c, uint32 events, TimestampTz until)
 	for (;;)
 	{
 		WaitEvent	ev;
-		long		timeout = ms_until(until);
+		long		timeout = rl_ms_until(until);
 		int			n;
 
 		if (timeout == 0)
@@ -157,7 +142,7 @@ wait_socket(RLConn *c, uint32 events, TimestampTz until)
 		{
 			if (!proc_exit_inprogress)
 				proc_exit(1);
-			fail(c, RLF_IO, "the postmaster died");
+			rl_fail(c, RLF_IO, "the postmaster died");
 			return WAIT_FAILED;
 		}
 		if (ev.events & events)
@@ -210,8 +195,8 @@ flush(RLConn *c, TimestampTz until)
 		int			done = 0;
 
 		if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
-			return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
+			return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+						   rl_conn_desc(c), c->ctx->errstr);
 		if (done)
 			return true;
 		switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
@@ -219,9 +204,9 @@ flush(RLConn *c, TimestampTz until)
 			case WAIT_READY:
 				break;
 			case WAIT_TIMEOUT:
-				return fail(c, RLF_TIMEOUT,
-							"redis server at %s did not answer within redislock.command_timeout (%d ms)",
-							rl_conn_desc(c), rl_command_timeout);
+				return rl_fail(c, RLF_TIMEOUT,
+							   "redis server at %s did not answer within redislock.command_timeout (%d ms)",
+							   rl_conn_desc(c), rl_command_timeout);
 			case WAIT_FAILED:
 				return false;
 		}
@@ -240,9 +225,9 @@ read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out
 		void	   *r = NULL;
 
 		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
-			return fail(c, RLF_PROTOCOL,
-						"invalid reply from redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
+			return rl_fail(c, RLF_PROTOCOL,
+						   "invalid reply from redis server at %s: %s",
+						   rl_conn_desc(c), c->ctx->errstr);
 		if (r != NULL && c->owed > 0)
 		{
 			c->owed--;
@@ -260,21 +245,21 @@ read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out
 				break;
 			case WAIT_TIMEOUT:
 				if (!timeout_is_error)
-					return fail(c, RLF_NONE, "timeout");
-				return fail(c, RLF_TIMEOUT,
-							"redis server at %s did not answer within redislock.command_timeout (%d ms)",
-							rl_conn_desc(c), rl_command_timeout);
+					return rl_fail(c, RLF_NONE, "timeout");
+				return rl_fail(c, RLF_TIMEOUT,
+							   "redis server at %s did not answer within redislock.command_timeout (%d ms)",
+							   rl_conn_desc(c), rl_command_timeout);
 			case WAIT_FAILED:
 				return false;
 		}
 		if (redisBufferRead(c->ctx) == REDIS_ERR)
-			return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
+			return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+						   rl_conn_desc(c), c->ctx->errstr);
 	}
 }
 
-static RLReply *
-copy_reply(const redisReply *r)
+RLReply *
+rl_copy_reply(const redisReply *r)
 {
 	RLReply    *out = palloc0(sizeof(RLReply));
 
@@ -293,7 +278,7 @@ copy_reply(const redisReply *r)
 		out->elements = r->elements;
 		out->element = palloc0(sizeof(RLReply *) * Max(r->elements, 1));
 		for (size_t i = 0; i < r->elements; i++)
-			out->element[i] = copy_reply(r->element[i]);
+			out->element[i] = rl_copy_reply(r->element[i]);
 	}
 	return out;
 }
@@ -313,8 +298,8 @@ append_resp_header(StringInfo buf, char kind, size_t n)
  * printf-style formatting of redisAppendCommandArgv showed in profiles of
  * the lock hot path. One append carries a whole pipeline.
  */
-static bool
-queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
+bool
+rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
 {
 	StringInfoData buf;
 	int			rc;
@@ -333,8 +318,8 @@ queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
 	rc = redisAppendFormattedCommand(c->ctx, buf.data, buf.len);
 	pfree(buf.data);
 	if (rc != REDIS_OK)
-		return fail(c, RLF_IO, "could not queue a redis command: %s",
-					c->ctx->errstr);
+		return rl_fail(c, RLF_IO, "could not queue a redis command: %s",
+					   c->ctx->errstr);
 	return true;
 }
 
@@ -343,7 +328,7 @@ static bool
 round_trip(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies,
 		   TimestampTz until)
 {
-	if (!queue_commands(c, ncmds, cmds))
+	if (!rl_queue_commands(c, ncmds, cmds))
 		return false;
 	c->in_flight = true;
 	if (!flush(c, until))
@@ -354,7 +339,7 @@ round_trip(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies,
 
 		if (!read_reply(c, until, true, &r))
 			return false;
-		replies[i] = copy_reply(r);
+		replies[i] = rl_copy_reply(r);
 		freeReplyObject(r);
 	}
 	c->in_flight = false;
@@ -380,8 +365,8 @@ rl_set_arg(RLCommand *cmd, const char *arg, size_t len)
  * (a refused load just leaves the usual NOSCRIPT retry).
  * Returns how many; stale must outlive the pipeline.
  */
-static int
-build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
+int
+rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 {
 	int			n = 0;
 
@@ -433,16 +418,16 @@ build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 	return n;
 }
 
-/* Checks the replies to build_setup()'s commands. */
-static bool
-check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
+/* Checks the replies to rl_build_setup()'s commands. */
+bool
+rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 {
 	/* CLIENT may be denied by an ACL: then we do without. */
 	for (int i = 0; i < st->id_reply; i++)
 		if (replies[i]->type == REDIS_REPLY_ERROR)
-			return fail(c, RLF_SETUP,
-						"redis server at %s refused the connection setup: %s",
-						rl_conn_desc(c), replies[i]->str);
+			return rl_fail(c, RLF_SETUP,
+						   "redis server at %s refused the connection setup: %s",
+						   rl_conn_desc(c), replies[i]->str);
 	if (replies[st->id_reply]->type == REDIS_REPLY_INTEGER)
 		c->client_id = replies[st->id_reply]->integer;
 	c->stale_client_id = 0;
@@ -451,13 +436,13 @@ check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 		  replies[st->role_reply]->elements > 0 &&
 		  replies[st->role_reply]->element[0]->type == REDIS_REPLY_STRING &&
 		  strcmp(replies[st->role_reply]->element[0]->str, "master") == 0))
-		return fail(c, RLF_FAILOVER,
-					"redis server at %s is not a master yet: failover in progress",
-					rl_conn_desc(c));
+		return rl_fail(c, RLF_FAILOVER,
+					   "redis server at %s is not a master yet: failover in progress",
+					   rl_conn_desc(c));
 	return true;
 }
 
-/* Sets up a new connection in one round trip; see build_setup(). */
+/* Sets up a new connection in one round trip; see rl_build_setup(). */
 static bool
 setup_session(RLConn *c, TimestampTz until)
 {
@@ -467,27 +452,27 @@ setup_session(RLConn *c, TimestampTz until)
 	char		stale[24];
 	RLSetup		st;
 
-	build_setup(c, cmds, db, stale, &st);
+	rl_build_setup(c, cmds, db, stale, &st);
 	if (!round_trip(c, st.n, cmds, replies, until))
 	{
 		if (c->failure == RLF_TIMEOUT)
-			fail(c, RLF_TIMEOUT,
-				 "redis server at %s did not answer the connection setup within redislock.connect_timeout (%d ms)",
-				 rl_conn_desc(c), rl_connect_timeout);
+			rl_fail(c, RLF_TIMEOUT,
+					"redis server at %s did not answer the connection setup within redislock.connect_timeout (%d ms)",
+					rl_conn_desc(c), rl_connect_timeout);
 		return false;
 	}
-	return check_setup(c, &st, replies);
+	return rl_check_setup(c, &st, replies);
 }
 
 /*
  * Starts a non-blocking connect to the node (or unix path); the socket
- * becomes writable once it connected or failed (see connected()). A host
+ * becomes writable once it connected or failed (see rl_connected()). A host
  * name is resolved by until at the latest (see transport.c), not by
  * hiredis, whose lookup blocks.
  */
-static bool
-open_socket(RLConn *c, const RLNode *node, const char *unix_path,
-			TimestampTz until)
+bool
+rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
+			   TimestampTz until)
 {
 	redisContext *ctx;
 
@@ -500,8 +485,8 @@ open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 										problem, sizeof(problem));
 
 		if (fd < 0)
-			return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-						rl_conn_desc(c), problem);
+			return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+						   rl_conn_desc(c), problem);
 		ctx = redisConnectFd(fd);
 		if (ctx == NULL)
 			close(fd);
@@ -509,12 +494,12 @@ open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			ctx->flags &= ~REDIS_BLOCK; /* EAGAIN means "wait", as we do */
 	}
 	if (ctx == NULL)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
-					rl_conn_desc(c));
+		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
+					   rl_conn_desc(c));
 	c->ctx = ctx;
 	if (ctx->err)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					rl_conn_desc(c), ctx->errstr);
+		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+					   rl_conn_desc(c), ctx->errstr);
 
 	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
 	AddWaitEventToSet(c->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
@@ -524,15 +509,15 @@ open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 	return true;
 }
 
-/* Once the socket of open_socket() is writable: did the connect succeed? */
-static bool
-connected(RLConn *c)
+/* Once the socket of rl_open_socket() is writable: did the connect succeed? */
+bool
+rl_connected(RLConn *c)
 {
 	int			err = rl_socket_error(c->ctx->fd);
 
 	if (err != 0)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					rl_conn_desc(c), strerror(err));
+		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+					   rl_conn_desc(c), strerror(err));
 	if (c->ctx->connection_type == REDIS_CONN_TCP)
 		redisEnableKeepAlive(c->ctx);
 	return true;
@@ -543,20 +528,20 @@ static bool
 connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			   TimestampTz until)
 {
-	if (!open_socket(c, node, unix_path, until))
+	if (!rl_open_socket(c, node, unix_path, until))
 		return false;
 	switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
 	{
 		case WAIT_READY:
 			break;
 		case WAIT_TIMEOUT:
-			return fail(c, RLF_CONNECT,
-						"could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
-						rl_conn_desc(c), rl_connect_timeout);
+			return rl_fail(c, RLF_CONNECT,
+						   "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
+						   rl_conn_desc(c), rl_connect_timeout);
 		case WAIT_FAILED:
 			return false;
 	}
-	return connected(c);
+	return rl_connected(c);
 }
 
 /*
@@ -607,7 +592,7 @@ discover_master(RLConn *c, TimestampTz until)
 		RLReply    *replies[2];
 		RLReply    *r;
 		int			n = 0;
-		TimestampTz one = Min(until, after_ms(Max(rl_connect_timeout / rl_nsentinels, 200)));
+		TimestampTz one = Min(until, rl_after_ms(Max(rl_connect_timeout / rl_nsentinels, 200)));
 
 		memset(cmds, 0, sizeof(cmds));
 		if (rl_sentinel_password && rl_sentinel_password[0] != '\0')
@@ -651,9 +636,9 @@ discover_master(RLConn *c, TimestampTz until)
 		snprintf(problem, sizeof(problem), "sentinel %s:%d does not know master \"%s\"",
 				 rl_sentinel_nodes[k].host, rl_sentinel_nodes[k].port, rl_sentinel_master);
 	}
-	return fail(c, RLF_CONNECT,
-				"no sentinel of redislock.sentinels could name master \"%s\": %s",
-				rl_sentinel_master, problem);
+	return rl_fail(c, RLF_CONNECT,
+				   "no sentinel of redislock.sentinels could name master \"%s\": %s",
+				   rl_sentinel_master, problem);
 }
 
 /*
@@ -670,9 +655,9 @@ ensure_open(RLConn *c, TimestampTz until)
 	rl_disconnect(c);
 	rl_load_server();
 	if (!rl_server_ok)
-		return fail(c, RLF_CONFIG, "%s", rl_server_problem);
+		return rl_fail(c, RLF_CONFIG, "%s", rl_server_problem);
 	c->generation = rl_settings_generation;
-	until = Min(until, after_ms(rl_connect_timeout));
+	until = Min(until, rl_after_ms(rl_connect_timeout));
 	if (c->pinned)
 	{
 		if (connect_socket(c, &c->node, NULL, until) && setup_session(c, until))
@@ -705,8 +690,8 @@ failover_reply(RLConn *c, int n, RLReply **replies)
 			(strncmp(replies[i]->str, "READONLY", 8) == 0 ||
 			 strncmp(replies[i]->str, "MASTERDOWN", 10) == 0 ||
 			 strncmp(replies[i]->str, "LOADING", 7) == 0))
-			return !fail(c, RLF_FAILOVER, "redis server at %s is failing over: %s",
-						 rl_conn_desc(c), replies[i]->str);
+			return !rl_fail(c, RLF_FAILOVER, "redis server at %s is failing over: %s",
+							rl_conn_desc(c), replies[i]->str);
 	return false;
 }
 
@@ -749,7 +734,7 @@ bool
 rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 {
 	bool		reused = rl_healthy(c);
-	TimestampTz until = after_ms(rl_command_timeout);
+	TimestampTz until = rl_after_ms(rl_command_timeout);
 
 	for (;;)
 	{
@@ -762,374 +747,6 @@ rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 		if (!worth_retrying(c, &reused, until))
 			return false;
 	}
-}
-
-/* How far one batch of rl_exec_parallel() has got. */
-typedef enum FlightState
-{
-	FLIGHT_CONNECTING,
-	FLIGHT_WRITING,
-	FLIGHT_READING,
-	FLIGHT_DONE
-} FlightState;
-
-typedef struct Flight
-{
-	RLBatch    *b;
-	FlightState state;
-	RLSetup		setup;			/* n = 0 on a connection already set up */
-	RLReply    *setup_replies[RL_SETUP_MAX];
-	int			got;
-	char		db[16];
-	char		stale[24];
-} Flight;
-
-static void flight_step(Flight *f);
-
-static void
-flight_fail(Flight *f)
-{
-	rl_disconnect(f->b->conn);
-	f->state = FLIGHT_DONE;
-}
-
-/*
- * Queues a batch on its connection, opening it first if needed: a new
- * connection carries its setup commands in the same pipeline, so it costs
- * the connect and one round trip, as a reused one costs one round trip.
- */
-static void
-flight_start(Flight *f, RLBatch *b, TimestampTz connect_until)
-{
-	RLConn	   *c = b->conn;
-	RLCommand	setup[RL_SETUP_MAX];
-
-	Assert(c->pinned);
-	memset(f, 0, sizeof(*f));
-	f->b = b;
-	b->ok = false;
-	c->failure = RLF_NONE;
-	f->state = FLIGHT_WRITING;
-	if (!rl_healthy(c))
-	{
-		rl_disconnect(c);
-		rl_load_server();
-		if (!rl_server_ok)
-		{
-			fail(c, RLF_CONFIG, "%s", rl_server_problem);
-			f->state = FLIGHT_DONE;
-			return;
-		}
-		c->generation = rl_settings_generation;
-		if (!open_socket(c, &c->node, NULL, connect_until) ||
-			!queue_commands(c, build_setup(c, setup, f->db, f->stale, &f->setup), setup))
-		{
-			flight_fail(f);
-			return;
-		}
-		f->state = FLIGHT_CONNECTING;
-	}
-	if (!queue_commands(c, b->ncmds, b->cmds))
-	{
-		flight_fail(f);
-		return;
-	}
-	c->in_flight = true;
-	if (f->state == FLIGHT_WRITING)
-		flight_step(f);
-}
-
-/* Takes in the replies that arrived for f; false when the stream broke. */
-static bool
-flight_read(Flight *f)
-{
-	RLConn	   *c = f->b->conn;
-
-	if (redisBufferRead(c->ctx) == REDIS_ERR)
-		return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-					rl_conn_desc(c), c->ctx->errstr);
-	for (;;)
-	{
-		void	   *r = NULL;
-
-		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
-			return fail(c, RLF_PROTOCOL, "invalid reply from redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
-		if (r == NULL)
-			return true;
-		if (c->owed > 0)
-		{
-			c->owed--;
-			freeReplyObject(r);
-			continue;
-		}
-		if (f->got < f->setup.n)
-			f->setup_replies[f->got] = copy_reply(r);
-		else
-			f->b->replies[f->got - f->setup.n] = copy_reply(r);
-		freeReplyObject(r);
-		if (++f->got < f->setup.n + f->b->ncmds)
-			continue;
-		c->in_flight = false;
-		if (f->setup.n > 0 && !check_setup(c, &f->setup, f->setup_replies))
-			return false;
-		f->b->ok = true;
-		f->state = FLIGHT_DONE;
-		return true;
-	}
-}
-
-/* Moves f on after its socket became ready for what it waited for. */
-static void
-flight_step(Flight *f)
-{
-	RLConn	   *c = f->b->conn;
-	int			done = 0;
-
-	switch (f->state)
-	{
-		case FLIGHT_CONNECTING:
-			if (!connected(c))
-			{
-				flight_fail(f);
-				return;
-			}
-			f->state = FLIGHT_WRITING;
-			/* FALLTHROUGH */
-		case FLIGHT_WRITING:
-			if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
-			{
-				fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-					 rl_conn_desc(c), c->ctx->errstr);
-				flight_fail(f);
-			}
-			else if (done)
-				f->state = FLIGHT_READING;
-			return;
-		case FLIGHT_READING:
-			if (!flight_read(f))
-				flight_fail(f);
-			return;
-		case FLIGHT_DONE:
-			return;
-	}
-}
-
-/*
- * Leaves a straggler's requests to finish on their own: a set-up connection
- * stays open and in sync, its late replies owed and skipped on the next use.
- * Requests on one connection run in order, so a release sent next still
- * applies after a late acquisition; resetting the connection instead would
- * drop both. False when the connection cannot be kept (still connecting or
- * in setup, refused the setup, or too far behind).
- */
-static bool
-flight_abandon(Flight *f)
-{
-	RLConn	   *c = f->b->conn;
-	int			left = f->setup.n + f->b->ncmds - f->got;
-
-	if (f->state == FLIGHT_CONNECTING || f->got < f->setup.n ||
-		c->owed + left > RL_MAX_OWED)
-		return false;
-	if (f->setup.n > 0 && !check_setup(c, &f->setup, f->setup_replies))
-		return false;
-	c->owed += left;
-	c->in_flight = false;
-	f->state = FLIGHT_DONE;
-	return true;
-}
-
-/*
- * Fails the flights whose time is up; connecting ones by connect_until.
- * With straggling, until was brought forward because enough others had
- * answered; those keep their connection (flight_abandon).
- */
-static void
-flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_until,
-			   bool straggling)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	for (int i = 0; i < n; i++)
-	{
-		RLConn	   *c = flights[i].b->conn;
-
-		if (flights[i].state == FLIGHT_DONE)
-			continue;
-		if (flights[i].state == FLIGHT_CONNECTING && now >= connect_until)
-			fail(c, RLF_CONNECT,
-				 "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
-				 rl_conn_desc(c), rl_connect_timeout);
-		else if (now >= until && straggling)
-		{
-			fail(c, RLF_TIMEOUT,
-				 "redis server at %s did not answer while a majority of the others did",
-				 rl_conn_desc(c));
-			if (flight_abandon(&flights[i]))
-				continue;
-		}
-		else if (now >= until)
-			fail(c, RLF_TIMEOUT,
-				 "redis server at %s did not answer within redislock.command_timeout (%d ms)",
-				 rl_conn_desc(c), rl_command_timeout);
-		else
-			continue;
-		flight_fail(&flights[i]);
-	}
-}
-
-static uint32
-flight_events(const Flight *f)
-{
-	return f->state == FLIGHT_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
-}
-
-/*
- * Drives all flights at once until each is done or out of time. A flight
- * that needs other socket events has its entry in the wait set changed; the
- * set is rebuilt only when a finished flight's socket fires (say the server
- * closed it), as a wait set cannot drop a socket. Interrupts are served
- * with no wait set open, so that an ERROR they raise leaks nothing.
- */
-static void
-flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_until,
-			 int enough)
-{
-	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
-	int		   *pos = palloc(sizeof(int) * Max(n, 1));
-	TimestampTz start = GetCurrentTimestamp();
-	bool		straggling = false;
-
-	for (;;)
-	{
-		WaitEventSet *wes;
-		TimestampTz deadline = until;
-		int			nactive = 0;
-		bool		rebuild = false;
-		bool		interrupted = false;
-
-		flights_expire(flights, n, until, connect_until, straggling);
-		for (int i = 0; i < n; i++)
-			nactive += flights[i].state != FLIGHT_DONE ? 1 : 0;
-		if (nactive == 0)
-			return;
-
-		wes = CreateWaitEventSet(CurrentMemoryContext, nactive + 2);
-		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
-		for (int i = 0; i < n; i++)
-			if (flights[i].state != FLIGHT_DONE)
-				pos[i] = AddWaitEventToSet(wes, flight_events(&flights[i]),
-										   flights[i].b->conn->ctx->fd, NULL, &flights[i]);
-		while (!rebuild && !interrupted)
-		{
-			long		timeout;
-			int			nev;
-			bool		active = false;
-			int			nok = 0;
-
-			for (int i = 0; i < n; i++)
-			{
-				active |= flights[i].state != FLIGHT_DONE;
-				nok += flights[i].b->ok ? 1 : 0;
-				if (flights[i].state == FLIGHT_CONNECTING)
-					deadline = Min(deadline, connect_until);
-			}
-
-			/*
-			 * Once enough have answered, the others get as long again as
-			 * those took (at least 5 ms): a silent server costs little more
-			 * than a slow answer, not the whole command timeout.
-			 */
-			if (active && !straggling && nok >= enough)
-			{
-				TimestampTz now = GetCurrentTimestamp();
-
-				straggling = true;
-				until = Min(until, now + Max(now - start, 2500) * 2);
-				connect_until = Min(connect_until, until);
-				deadline = Min(deadline, until);
-			}
-			timeout = ms_until(deadline);
-			if (!active || timeout == 0)
-				break;
-			nev = WaitEventSetWait(wes, timeout, events, nactive + 2, PG_WAIT_EXTENSION);
-			for (int e = 0; e < nev; e++)
-			{
-				Flight	   *f = events[e].user_data;
-
-				if (events[e].events & WL_LATCH_SET)
-				{
-					ResetLatch(MyLatch);
-					interrupted = true;
-				}
-				else if (events[e].events & WL_POSTMASTER_DEATH)
-				{
-					FreeWaitEventSet(wes);
-					if (!proc_exit_inprogress)
-						proc_exit(1);
-					for (int i = 0; i < n; i++)
-						if (flights[i].state != FLIGHT_DONE)
-						{
-							fail(flights[i].b->conn, RLF_IO, "the postmaster died");
-							flight_fail(&flights[i]);
-						}
-					return;
-				}
-				else if (f->state == FLIGHT_DONE)
-					rebuild = true;
-				else
-				{
-					uint32		before = flight_events(f);
-
-					flight_step(f);
-					if (f->state != FLIGHT_DONE && flight_events(f) != before)
-						ModifyWaitEvent(wes, pos[f - flights], flight_events(f), NULL);
-				}
-			}
-		}
-		FreeWaitEventSet(wes);
-		if (interrupted)
-			CHECK_FOR_INTERRUPTS();
-	}
-}
-
-/*
- * Runs each batch as one pipeline on its own connection (all pinned to a
- * node), all at the same time: the whole costs about one round trip, not
- * one per node, and a dead or silent node delays none of the others beyond
- * the timeouts, and all are done by until. Once enough batches succeeded
- * the rest get only a short grace. A batch on a reused connection that Redis had closed is
- * sent once more on a new one. Returns how many batches succeeded; a failed
- * one has ok = false and its connection says why.
- */
-int
-rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until, int enough)
-{
-	Flight	   *flights = palloc(sizeof(Flight) * Max(nbatches, 1));
-	bool	   *reused = palloc(sizeof(bool) * Max(nbatches, 1));
-	int			nok = 0;
-	TimestampTz connect_until = Min(until, after_ms(rl_connect_timeout));
-
-	for (int i = 0; i < nbatches; i++)
-	{
-		reused[i] = rl_healthy(batches[i].conn);
-		flight_start(&flights[i], &batches[i], connect_until);
-	}
-	flights_wait(flights, nbatches, until, connect_until, enough);
-	connect_until = Min(until, after_ms(rl_connect_timeout));
-	for (int i = 0; i < nbatches; i++)
-	{
-		if (!batches[i].ok && reused[i] && batches[i].conn->failure == RLF_IO)
-			flight_start(&flights[i], &batches[i], connect_until);
-		else
-			flights[i].state = FLIGHT_DONE;
-	}
-	flights_wait(flights, nbatches, until, connect_until, enough);
-	for (int i = 0; i < nbatches; i++)
-		nok += batches[i].ok ? 1 : 0;
-	return nok;
 }
 
 /*
@@ -1318,7 +935,7 @@ bool
 rl_subscribe(RLConn *c, int nchannels, const char *const *channels)
 {
 	bool		reused = rl_healthy(c);
-	TimestampTz until = after_ms(rl_command_timeout);
+	TimestampTz until = rl_after_ms(rl_command_timeout);
 
 	while (!subscribe_once(c, nchannels, channels, until))
 	{
@@ -1346,7 +963,7 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 		rl_set_arg(&cmd, "SUBSCRIBE", 9);
 	for (int i = 0; i < nchannels; i++)
 		rl_set_arg(&cmd, channels[i], strlen(channels[i]));
-	if (!queue_commands(c, 1, &cmd))
+	if (!rl_queue_commands(c, 1, &cmd))
 	{
 		rl_disconnect(c);
 		return false;
@@ -1372,9 +989,9 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 		if (r->type == REDIS_REPLY_ERROR)
 		{
 			/* a cluster node that does not serve the channel's slot */
-			fail(c, strncmp(r->str, "MOVED", 5) == 0 ? RLF_CLUSTER : RLF_PROTOCOL,
-				 "redis server at %s refused to subscribe: %s",
-				 rl_conn_desc(c), r->str);
+			rl_fail(c, strncmp(r->str, "MOVED", 5) == 0 ? RLF_CLUSTER : RLF_PROTOCOL,
+					"redis server at %s refused to subscribe: %s",
+					rl_conn_desc(c), r->str);
 			freeReplyObject(r);
 			rl_disconnect(c);
 			return false;
@@ -1485,7 +1102,7 @@ rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
 			nlive += conns[i]->subscribed ? 1 : 0;
 		if (nlive == 0)
 			return -1;
-		timeout = ms_until(until);
+		timeout = rl_ms_until(until);
 		if (timeout == 0)
 			return 0;
 

@@ -1,7 +1,7 @@
 /*
  * conn_int.h
- *	  Shared by config.c and conn.c, not seen by the layers above (they
- *	  use conn.h): the parsed settings.
+ *	  Shared by config.c, conn.c and pipeline.c, not seen by the layers
+ *	  above (they use conn.h): parsed settings, steps of a request.
  *
  * src/conn_int.h
  */
@@ -11,6 +11,7 @@
 #include <hiredis/hiredis.h>
 
 #include "conn.h"
+#include "scripts.h"
 
 /* Where to connect, parsed from redislock.url. */
 typedef struct RLServer
@@ -24,6 +25,16 @@ typedef struct RLServer
 	char		desc[300];		/* host:port or unix:path, never secrets */
 } RLServer;
 
+/* Where the replies to rl_build_setup()'s commands are. */
+typedef struct RLSetup
+{
+	int			n;
+	int			id_reply;
+	int			role_reply;
+} RLSetup;
+
+#define RL_SETUP_MAX (5 + RL_NSCRIPTS)
+
 /* config.c: the settings as rl_load_server() last read them */
 extern RLServer rl_server;
 extern RLNode rl_sentinel_nodes[RL_MAX_NODES];
@@ -33,5 +44,18 @@ extern bool rl_server_ok;
 extern char rl_server_problem[256];
 
 extern void rl_load_server(void);
+
+/* conn.c: one connection's steps, for pipeline.c */
+extern bool rl_fail(RLConn *c, RLFailure failure, const char *fmt,...) pg_attribute_printf(3, 4);
+extern TimestampTz rl_after_ms(int ms);
+extern long rl_ms_until(TimestampTz until);
+extern bool rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
+						   TimestampTz until);
+extern bool rl_connected(RLConn *c);
+extern int	rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale,
+						   RLSetup *st);
+extern bool rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies);
+extern bool rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds);
+extern RLReply *rl_copy_reply(const redisReply *r);
 
 #endif							/* REDISLOCK_CONN_INT_H */
