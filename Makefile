@@ -7,6 +7,7 @@ OBJS = \
 	src/conn.o \
 	src/lock.o \
 	src/pipeline.o \
+	src/pubsub.o \
 	src/redislock.o \
 	src/registry.o \
 	src/route.o \

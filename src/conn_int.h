@@ -1,7 +1,7 @@
 /*
  * conn_int.h
- *	  Shared by config.c, conn.c and pipeline.c, not seen by the layers
- *	  above (they use conn.h): parsed settings, steps of a request.
+ *	  Shared by config.c, conn.c, pipeline.c and pubsub.c, not seen by the
+ *	  layers above (they use conn.h): parsed settings, steps of a request.
  *
  * src/conn_int.h
  */
@@ -45,7 +45,7 @@ extern char rl_server_problem[256];
 
 extern void rl_load_server(void);
 
-/* conn.c: one connection's steps, for pipeline.c */
+/* conn.c: one connection's steps, for pipeline.c and pubsub.c */
 extern bool rl_fail(RLConn *c, RLFailure failure, const char *fmt,...) pg_attribute_printf(3, 4);
 extern TimestampTz rl_after_ms(int ms);
 extern long rl_ms_until(TimestampTz until);
@@ -55,7 +55,12 @@ extern bool rl_connected(RLConn *c);
 extern int	rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale,
 						   RLSetup *st);
 extern bool rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies);
+extern bool rl_ensure_open(RLConn *c, TimestampTz until);
 extern bool rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds);
+extern bool rl_flush(RLConn *c, TimestampTz until);
+extern bool rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error,
+						  redisReply **out);
 extern RLReply *rl_copy_reply(const redisReply *r);
+extern bool rl_worth_retrying(RLConn *c, bool *reused, TimestampTz until);
 
 #endif							/* REDISLOCK_CONN_INT_H */
