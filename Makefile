@@ -3,8 +3,11 @@
 
 MODULE_big = redislock
 OBJS = \
+	src/config.o \
 	src/conn.o \
 	src/lock.o \
+	src/pipeline.o \
+	src/pubsub.o \
 	src/redislock.o \
 	src/registry.o \
 	src/route.o \

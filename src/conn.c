@@ -8,15 +8,16 @@
  * neither be cancelled nor bounded. A reply interrupted half-way leaves the
  * stream out of sync; such a connection is dropped and reopened on next use.
  * A Redlock master that answers after the majority keeps its connection
- * instead: its late replies are skipped on the next use (flight_abandon).
- * Sockets are opened by transport.c, whose host name lookups do not block.
+ * instead: its late replies are skipped on the next use (flight_abandon in
+ * pipeline.c). Sockets are opened by transport.c, whose host name lookups
+ * do not block; where to connect comes from config.c. Pipelines on several
+ * connections at once are run by pipeline.c, subscriptions by pubsub.c.
  *
  * src/conn.c
  */
 #include "postgres.h"
 
 #include <limits.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <hiredis/hiredis.h>
 
@@ -29,36 +30,10 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "conn.h"
+#include "conn_int.h"
 #include "redislock.h"
 #include "scripts.h"
-#include "secrets.h"
 #include "transport.h"
-
-/* Where to connect, parsed from redislock.url. */
-typedef struct RLServer
-{
-	char		host[256];
-	int			port;
-	char		unix_path[256];
-	char		user[128];
-	char		password[256];
-	int			db;
-	char		desc[300];		/* host:port or unix:path, never secrets */
-} RLServer;
-
-/* Where the replies to build_setup()'s commands are. */
-typedef struct RLSetup
-{
-	int			n;
-	int			id_reply;
-	int			role_reply;
-} RLSetup;
-
-#define RL_SETUP_MAX (5 + RL_NSCRIPTS)
-
-/* Late replies a connection may owe before it is reset instead (see flight_abandon). */
-#define RL_MAX_OWED 256
 
 typedef enum WaitResult
 {
@@ -70,27 +45,9 @@ typedef enum WaitResult
 RLConn		rl_cmd_conn = {.role = "command"};
 RLConn		rl_sub_conn = {.role = "subscriber"};
 
-static RLServer server;
-static RLMode server_mode = RL_MODE_SINGLE;
-static RLNode sentinels[RL_MAX_NODES];
-static int	nsentinels = 0;
-static RLNode mode_nodes[RL_MAX_NODES];	/* cluster seeds or Redlock masters */
-static int	nmode_nodes = 0;
-static int	sentinel_first = 0;	/* the one that answered last */
-static uint64 server_generation = 0;
-static bool server_ok = false;
-static char server_problem[256];
-
-static bool
-fail(RLConn *c, RLFailure failure, const char *fmt,...)
-pg_attribute_printf(3, 4);
-static TimestampTz after_ms(int ms);
-static bool subscribe_once(RLConn *c, int nchannels,
-						   const char *const *channels, TimestampTz until);
-
 /* Records why c failed; always returns false for the caller to pass on. */
-static bool
-fail(RLConn *c, RLFailure failure, const char *fmt,...)
+bool
+rl_fail(RLConn *c, RLFailure failure, const char *fmt,...)
 {
 	va_list		ap;
 
@@ -101,432 +58,22 @@ fail(RLConn *c, RLFailure failure, const char *fmt,...)
 	return false;
 }
 
-static int
-hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-/* Copies a %-encoded URL part of length len into dst. */
-static bool
-copy_decoded(char *dst, size_t dstsize, const char *src, size_t len)
-{
-	size_t		o = 0;
-
-	for (size_t i = 0; i < len; i++)
-	{
-		char		ch = src[i];
-
-		if (ch == '%')
-		{
-			int			hi,
-						lo;
-
-			if (i + 2 >= len)
-				return false;
-			hi = hexval(src[i + 1]);
-			lo = hexval(src[i + 2]);
-			if (hi < 0 || lo < 0)
-				return false;
-			ch = (char) (hi * 16 + lo);
-			i += 2;
-		}
-		if (o + 1 >= dstsize)
-			return false;
-		dst[o++] = ch;
-	}
-	dst[o] = '\0';
-	return true;
-}
-
-static bool
-parse_db(const char *s, int *db)
-{
-	char	   *end;
-	long		v;
-
-	if (*s == '\0')
-		return true;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v < 0 || v > 100000)
-		return false;
-	*db = (int) v;
-	return true;
-}
-
-/*
- * Parses redis://[user[:password]@]host[:port][/db] or
- * unix:///path[?db=N]. On failure *problem says why (never echoing secrets).
- */
-static bool
-parse_url(const char *url, RLServer *out, const char **problem)
-{
-	const char *p;
-	const char *at;
-	const char *hostend;
-	const char *slash;
-
-	memset(out, 0, sizeof(*out));
-	out->port = 6379;
-
-	if (strncmp(url, "unix://", 7) == 0)
-	{
-		const char *q = strchr(url + 7, '?');
-		size_t		len = q ? (size_t) (q - (url + 7)) : strlen(url + 7);
-
-		if (len == 0 || url[7] != '/' || len >= sizeof(out->unix_path))
-		{
-			*problem = "a unix URL needs an absolute socket path: unix:///path/to/redis.sock";
-			return false;
-		}
-		memcpy(out->unix_path, url + 7, len);
-		out->unix_path[len] = '\0';
-		if (q && (strncmp(q, "?db=", 4) != 0 || !parse_db(q + 4, &out->db)))
-		{
-			*problem = "the only unix URL option is ?db=N";
-			return false;
-		}
-		snprintf(out->desc, sizeof(out->desc), "unix:%s", out->unix_path);
-		return true;
-	}
-	if (strncmp(url, "rediss://", 9) == 0)
-	{
-		*problem = "TLS (rediss://) is not supported by the hiredis this was built with";
-		return false;
-	}
-	if (strncmp(url, "redis://", 8) != 0)
-	{
-		*problem = "the URL must start with redis:// or unix://";
-		return false;
-	}
-	p = url + 8;
-	slash = strchr(p, '/');
-	at = strrchr(p, '@');
-	if (at && slash && at > slash)
-		at = NULL;
-	if (at)
-	{
-		const char *colon = memchr(p, ':', at - p);
-
-		if (colon)
-		{
-			if (!copy_decoded(out->user, sizeof(out->user), p, colon - p) ||
-				!copy_decoded(out->password, sizeof(out->password),
-							  colon + 1, at - colon - 1))
-			{
-				*problem = "the user or password part of the URL is malformed";
-				return false;
-			}
-		}
-		else if (!copy_decoded(out->user, sizeof(out->user), p, at - p))
-		{
-			*problem = "the user part of the URL is malformed";
-			return false;
-		}
-		p = at + 1;
-	}
-	if (*p == '[')
-	{
-		const char *close = strchr(p, ']');
-
-		if (!close || (size_t) (close - p - 1) >= sizeof(out->host))
-		{
-			*problem = "an IPv6 host must be written as [address]";
-			return false;
-		}
-		memcpy(out->host, p + 1, close - p - 1);
-		hostend = close + 1;
-	}
-	else
-	{
-		hostend = p + strcspn(p, ":/");
-		if ((size_t) (hostend - p) >= sizeof(out->host))
-		{
-			*problem = "the host name is too long";
-			return false;
-		}
-		memcpy(out->host, p, hostend - p);
-	}
-	if (out->host[0] == '\0')
-	{
-		*problem = "the URL names no host";
-		return false;
-	}
-	p = hostend;
-	if (*p == ':')
-	{
-		char	   *end;
-		long		port = strtol(p + 1, &end, 10);
-
-		if (end == p + 1 || port < 1 || port > 65535 || (*end != '\0' && *end != '/'))
-		{
-			*problem = "the port must be a number from 1 to 65535";
-			return false;
-		}
-		out->port = (int) port;
-		p = end;
-	}
-	if (*p == '/' && !parse_db(p + 1, &out->db))
-	{
-		*problem = "the database after the host must be a number";
-		return false;
-	}
-	if (*p != '\0' && *p != '/')
-	{
-		*problem = "unexpected text after the host";
-		return false;
-	}
-	snprintf(out->desc, sizeof(out->desc), "%s:%d", out->host, out->port);
-	return true;
-}
-
-/* GUC check hook support: is this a URL we can use? */
-bool
-rl_check_url(const char *url, char **detail)
-{
-	RLServer	tmp;
-	const char *problem = NULL;
-
-	if (url == NULL || url[0] == '\0')
-		return true;
-	if (parse_url(url, &tmp, &problem))
-		return true;
-	*detail = (char *) problem;
-	return false;
-}
-
-/*
- * Parses "host:port[,host:port...]" (IPv6 hosts in brackets) into nodes.
- * Returns the count, or -1 with *problem set.
- */
-static int
-parse_node_list(const char *list, RLNode *nodes, int max, const char **problem)
-{
-	int			n = 0;
-	const char *p = list;
-
-	while (*p != '\0')
-	{
-		const char *end;
-		const char *colon;
-		const char *host = p;
-		size_t		hostlen;
-		char	   *portend;
-		long		port;
-
-		while (*host == ' ')
-			host++;
-		end = host + strcspn(host, ",");
-		colon = end;
-		while (colon > host && colon[-1] != ':')
-			colon--;
-		if (colon == host)
-		{
-			*problem = "each entry must be host:port";
-			return -1;
-		}
-		port = strtol(colon, &portend, 10);
-		while (*portend == ' ')
-			portend++;
-		hostlen = colon - 1 - host;
-		if (hostlen >= 2 && host[0] == '[' && host[hostlen - 1] == ']')
-		{
-			host++;
-			hostlen -= 2;
-		}
-		if (portend != end || port < 1 || port > 65535 || hostlen == 0 ||
-			hostlen >= sizeof(nodes[0].host))
-		{
-			*problem = "each entry must be host:port with a port from 1 to 65535";
-			return -1;
-		}
-		if (n == max)
-		{
-			*problem = "too many entries";
-			return -1;
-		}
-		memcpy(nodes[n].host, host, hostlen);
-		nodes[n].host[hostlen] = '\0';
-		nodes[n].port = (int) port;
-		snprintf(nodes[n].desc, sizeof(nodes[n].desc), "%s:%d",
-				 nodes[n].host, nodes[n].port);
-		n++;
-		p = *end == ',' ? end + 1 : end;
-	}
-	return n;
-}
-
-/* GUC check hook support: is this a usable host:port list? */
-bool
-rl_check_nodes(const char *list, char **detail)
-{
-	RLNode		tmp[RL_MAX_NODES];
-	const char *problem = NULL;
-
-	if (list == NULL || parse_node_list(list, tmp, RL_MAX_NODES, &problem) >= 0)
-		return true;
-	*detail = (char *) problem;
-	return false;
-}
-
-/* Parses a node list setting into nodes; false with server_problem set. */
-static bool
-load_nodes(const char *setting, const char *list, RLNode *nodes, int *n)
-{
-	const char *problem = NULL;
-
-	*n = parse_node_list(list, nodes, RL_MAX_NODES, &problem);
-	if (*n >= 0)
-		return true;
-	*n = 0;
-	snprintf(server_problem, sizeof(server_problem), "%s is invalid: %s",
-			 setting, problem);
-	return false;
-}
-
-/*
- * Re-reads the settings if they changed since we last looked. At most one
- * of sentinels, cluster_nodes and redlock_nodes may be set; it selects the
- * mode. Behind sentinels redislock.url gives only the credentials and the
- * database; for a cluster or Redlock it may be left unset.
- */
-static void
-load_server(void)
-{
-	const char *problem = NULL;
-	bool		have_sentinels = rl_sentinels && rl_sentinels[0] != '\0';
-	bool		have_cluster = rl_cluster_nodes && rl_cluster_nodes[0] != '\0';
-	bool		have_redlock = rl_redlock_nodes && rl_redlock_nodes[0] != '\0';
-
-	if (server_generation == rl_settings_generation)
-		return;
-	server_generation = rl_settings_generation;
-	server_ok = false;
-	nsentinels = 0;
-	nmode_nodes = 0;
-	server_mode = have_sentinels ? RL_MODE_SENTINEL :
-		have_cluster ? RL_MODE_CLUSTER :
-		have_redlock ? RL_MODE_REDLOCK : RL_MODE_SINGLE;
-	if ((int) have_sentinels + (int) have_cluster + (int) have_redlock > 1)
-	{
-		strlcpy(server_problem,
-				"only one of redislock.sentinels, redislock.cluster_nodes and redislock.redlock_nodes may be set",
-				sizeof(server_problem));
-		return;
-	}
-	memset(&server, 0, sizeof(server));
-	if (rl_url != NULL && rl_url[0] != '\0')
-	{
-		if (!parse_url(rl_url, &server, &problem))
-		{
-			snprintf(server_problem, sizeof(server_problem),
-					 "redislock.url is invalid: %s", problem);
-			return;
-		}
-	}
-	else if (server_mode == RL_MODE_SINGLE || server_mode == RL_MODE_SENTINEL)
-	{
-		strlcpy(server_problem, "redislock.url is not set", sizeof(server_problem));
-		return;
-	}
-	if (rl_password && rl_password[0] != '\0')
-		strlcpy(server.password, rl_password, sizeof(server.password));
-	else if (rl_password_file && rl_password_file[0] != '\0' &&
-			 !rl_read_password_file(server.password, sizeof(server.password),
-									server_problem, sizeof(server_problem)))
-	{
-		/* read it again on next use: the file may get fixed */
-		server_generation = 0;
-		return;
-	}
-	switch (server_mode)
-	{
-		case RL_MODE_SINGLE:
-			break;
-		case RL_MODE_SENTINEL:
-			if (!load_nodes("redislock.sentinels", rl_sentinels, sentinels, &nsentinels))
-				return;
-			server.unix_path[0] = '\0';
-			snprintf(server.desc, sizeof(server.desc), "master \"%s\" (via sentinels)",
-					 rl_sentinel_master);
-			break;
-		case RL_MODE_CLUSTER:
-			if (!load_nodes("redislock.cluster_nodes", rl_cluster_nodes,
-							mode_nodes, &nmode_nodes))
-				return;
-			if (server.db != 0)
-			{
-				strlcpy(server_problem, "a Redis Cluster has only database 0",
-						sizeof(server_problem));
-				return;
-			}
-			strlcpy(server.desc, "the redis cluster", sizeof(server.desc));
-			break;
-		case RL_MODE_REDLOCK:
-			if (!load_nodes("redislock.redlock_nodes", rl_redlock_nodes,
-							mode_nodes, &nmode_nodes))
-				return;
-			if (nmode_nodes < 3)
-			{
-				strlcpy(server_problem,
-						"redislock.redlock_nodes must name at least 3 independent masters",
-						sizeof(server_problem));
-				return;
-			}
-			snprintf(server.desc, sizeof(server.desc), "%d redlock masters",
-					 nmode_nodes);
-			break;
-	}
-	sentinel_first = 0;
-	server_ok = true;
-}
-
-/*
- * The deployment the settings describe: mode and, for a cluster, its seed
- * nodes, for Redlock its masters. False with *problem when the settings
- * are unusable.
- */
-bool
-rl_config(RLMode *mode, const RLNode **nodes, int *nnodes, const char **problem)
-{
-	load_server();
-	*mode = server_mode;
-	*nodes = mode_nodes;
-	*nnodes = nmode_nodes;
-	*problem = server_problem;
-	return server_ok;
-}
-
 /* Where c connects, for messages: never includes secrets. */
 const char *
 rl_conn_desc(const RLConn *c)
 {
-	return c->pinned ? c->node.desc : server.desc;
+	return c->pinned ? c->node.desc : rl_server.desc;
 }
 
 /* When a request started now must be over: redislock.command_timeout. */
 TimestampTz
 rl_command_deadline(void)
 {
-	return after_ms(rl_command_timeout);
+	return rl_after_ms(rl_command_timeout);
 }
 
-const char *
-rl_server_desc(void)
-{
-	load_server();
-	return server_ok ? server.desc : "(unconfigured)";
-}
-
-static long
-ms_until(TimestampTz until)
+long
+rl_ms_until(TimestampTz until)
 {
 	TimestampTz now;
 
@@ -550,8 +97,8 @@ rl_limit_waits(int ms)
 	wait_limit = ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms) : 0;
 }
 
-static TimestampTz
-after_ms(int ms)
+TimestampTz
+rl_after_ms(int ms)
 {
 	TimestampTz t = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
 
@@ -568,7 +115,7 @@ wait_socket(RLConn *c, uint32 events, TimestampTz until)
 	for (;;)
 	{
 		WaitEvent	ev;
-		long		timeout = ms_until(until);
+		long		timeout = rl_ms_until(until);
 		int			n;
 
 		if (timeout == 0)
@@ -591,7 +138,7 @@ wait_socket(RLConn *c, uint32 events, TimestampTz until)
 		{
 			if (!proc_exit_inprogress)
 				proc_exit(1);
-			fail(c, RLF_IO, "the postmaster died");
+			rl_fail(c, RLF_IO, "the postmaster died");
 			return WAIT_FAILED;
 		}
 		if (ev.events & events)
@@ -612,9 +159,7 @@ rl_disconnect(RLConn *c)
 		 * partitioned network) die with it, and have the next connection
 		 * kill this one in Redis, dropping what reached it unread.
 		 */
-		struct linger reset = {1, 0};
-
-		(void) setsockopt(c->ctx->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+		rl_socket_reset(c->ctx->fd);
 		if (c->client_id > 0)
 			c->stale_client_id = c->client_id;
 	}
@@ -638,16 +183,16 @@ rl_healthy(RLConn *c)
 		c->generation == rl_settings_generation;
 }
 
-static bool
-flush(RLConn *c, TimestampTz until)
+bool
+rl_flush(RLConn *c, TimestampTz until)
 {
 	for (;;)
 	{
 		int			done = 0;
 
 		if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
-			return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
+			return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+						   rl_conn_desc(c), c->ctx->errstr);
 		if (done)
 			return true;
 		switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
@@ -655,9 +200,9 @@ flush(RLConn *c, TimestampTz until)
 			case WAIT_READY:
 				break;
 			case WAIT_TIMEOUT:
-				return fail(c, RLF_TIMEOUT,
-							"redis server at %s did not answer within redislock.command_timeout (%d ms)",
-							rl_conn_desc(c), rl_command_timeout);
+				return rl_fail(c, RLF_TIMEOUT,
+							   "redis server at %s did not answer within redislock.command_timeout (%d ms)",
+							   rl_conn_desc(c), rl_command_timeout);
 			case WAIT_FAILED:
 				return false;
 		}
@@ -668,17 +213,17 @@ flush(RLConn *c, TimestampTz until)
  * Reads one reply. With timeout_is_error false, running out of time returns
  * false with failure RLF_NONE: waiting for pub/sub messages uses that.
  */
-static bool
-read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out)
+bool
+rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out)
 {
 	for (;;)
 	{
 		void	   *r = NULL;
 
 		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
-			return fail(c, RLF_PROTOCOL,
-						"invalid reply from redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
+			return rl_fail(c, RLF_PROTOCOL,
+						   "invalid reply from redis server at %s: %s",
+						   rl_conn_desc(c), c->ctx->errstr);
 		if (r != NULL && c->owed > 0)
 		{
 			c->owed--;
@@ -696,21 +241,21 @@ read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **out
 				break;
 			case WAIT_TIMEOUT:
 				if (!timeout_is_error)
-					return fail(c, RLF_NONE, "timeout");
-				return fail(c, RLF_TIMEOUT,
-							"redis server at %s did not answer within redislock.command_timeout (%d ms)",
-							rl_conn_desc(c), rl_command_timeout);
+					return rl_fail(c, RLF_NONE, "timeout");
+				return rl_fail(c, RLF_TIMEOUT,
+							   "redis server at %s did not answer within redislock.command_timeout (%d ms)",
+							   rl_conn_desc(c), rl_command_timeout);
 			case WAIT_FAILED:
 				return false;
 		}
 		if (redisBufferRead(c->ctx) == REDIS_ERR)
-			return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
+			return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+						   rl_conn_desc(c), c->ctx->errstr);
 	}
 }
 
-static RLReply *
-copy_reply(const redisReply *r)
+RLReply *
+rl_copy_reply(const redisReply *r)
 {
 	RLReply    *out = palloc0(sizeof(RLReply));
 
@@ -729,7 +274,7 @@ copy_reply(const redisReply *r)
 		out->elements = r->elements;
 		out->element = palloc0(sizeof(RLReply *) * Max(r->elements, 1));
 		for (size_t i = 0; i < r->elements; i++)
-			out->element[i] = copy_reply(r->element[i]);
+			out->element[i] = rl_copy_reply(r->element[i]);
 	}
 	return out;
 }
@@ -749,8 +294,8 @@ append_resp_header(StringInfo buf, char kind, size_t n)
  * printf-style formatting of redisAppendCommandArgv showed in profiles of
  * the lock hot path. One append carries a whole pipeline.
  */
-static bool
-queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
+bool
+rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
 {
 	StringInfoData buf;
 	int			rc;
@@ -769,8 +314,8 @@ queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
 	rc = redisAppendFormattedCommand(c->ctx, buf.data, buf.len);
 	pfree(buf.data);
 	if (rc != REDIS_OK)
-		return fail(c, RLF_IO, "could not queue a redis command: %s",
-					c->ctx->errstr);
+		return rl_fail(c, RLF_IO, "could not queue a redis command: %s",
+					   c->ctx->errstr);
 	return true;
 }
 
@@ -779,18 +324,18 @@ static bool
 round_trip(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies,
 		   TimestampTz until)
 {
-	if (!queue_commands(c, ncmds, cmds))
+	if (!rl_queue_commands(c, ncmds, cmds))
 		return false;
 	c->in_flight = true;
-	if (!flush(c, until))
+	if (!rl_flush(c, until))
 		return false;
 	for (int i = 0; i < ncmds; i++)
 	{
 		redisReply *r;
 
-		if (!read_reply(c, until, true, &r))
+		if (!rl_read_reply(c, until, true, &r))
 			return false;
-		replies[i] = copy_reply(r);
+		replies[i] = rl_copy_reply(r);
 		freeReplyObject(r);
 	}
 	c->in_flight = false;
@@ -816,23 +361,23 @@ rl_set_arg(RLCommand *cmd, const char *arg, size_t len)
  * (a refused load just leaves the usual NOSCRIPT retry).
  * Returns how many; stale must outlive the pipeline.
  */
-static int
-build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
+int
+rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 {
 	int			n = 0;
 
 	memset(cmds, 0, sizeof(RLCommand) * RL_SETUP_MAX);
-	if (server.password[0] != '\0')
+	if (rl_server.password[0] != '\0')
 	{
 		rl_set_arg(&cmds[n], "AUTH", 4);
-		if (server.user[0] != '\0')
-			rl_set_arg(&cmds[n], server.user, strlen(server.user));
-		rl_set_arg(&cmds[n], server.password, strlen(server.password));
+		if (rl_server.user[0] != '\0')
+			rl_set_arg(&cmds[n], rl_server.user, strlen(rl_server.user));
+		rl_set_arg(&cmds[n], rl_server.password, strlen(rl_server.password));
 		n++;
 	}
-	if (server.db != 0)
+	if (rl_server.db != 0)
 	{
-		snprintf(db, 16, "%d", server.db);
+		snprintf(db, 16, "%d", rl_server.db);
 		rl_set_arg(&cmds[n], "SELECT", 6);
 		rl_set_arg(&cmds[n], db, strlen(db));
 		n++;
@@ -842,7 +387,7 @@ build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 	rl_set_arg(&cmds[n], "ID", 2);
 	n++;
 	st->role_reply = -1;
-	if (nsentinels > 0 && !c->pinned)
+	if (rl_nsentinels > 0 && !c->pinned)
 	{
 		/* the sentinels' answer may predate a failover */
 		st->role_reply = n;
@@ -869,16 +414,16 @@ build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 	return n;
 }
 
-/* Checks the replies to build_setup()'s commands. */
-static bool
-check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
+/* Checks the replies to rl_build_setup()'s commands. */
+bool
+rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 {
 	/* CLIENT may be denied by an ACL: then we do without. */
 	for (int i = 0; i < st->id_reply; i++)
 		if (replies[i]->type == REDIS_REPLY_ERROR)
-			return fail(c, RLF_SETUP,
-						"redis server at %s refused the connection setup: %s",
-						rl_conn_desc(c), replies[i]->str);
+			return rl_fail(c, RLF_SETUP,
+						   "redis server at %s refused the connection setup: %s",
+						   rl_conn_desc(c), replies[i]->str);
 	if (replies[st->id_reply]->type == REDIS_REPLY_INTEGER)
 		c->client_id = replies[st->id_reply]->integer;
 	c->stale_client_id = 0;
@@ -887,13 +432,13 @@ check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 		  replies[st->role_reply]->elements > 0 &&
 		  replies[st->role_reply]->element[0]->type == REDIS_REPLY_STRING &&
 		  strcmp(replies[st->role_reply]->element[0]->str, "master") == 0))
-		return fail(c, RLF_FAILOVER,
-					"redis server at %s is not a master yet: failover in progress",
-					rl_conn_desc(c));
+		return rl_fail(c, RLF_FAILOVER,
+					   "redis server at %s is not a master yet: failover in progress",
+					   rl_conn_desc(c));
 	return true;
 }
 
-/* Sets up a new connection in one round trip; see build_setup(). */
+/* Sets up a new connection in one round trip; see rl_build_setup(). */
 static bool
 setup_session(RLConn *c, TimestampTz until)
 {
@@ -903,27 +448,27 @@ setup_session(RLConn *c, TimestampTz until)
 	char		stale[24];
 	RLSetup		st;
 
-	build_setup(c, cmds, db, stale, &st);
+	rl_build_setup(c, cmds, db, stale, &st);
 	if (!round_trip(c, st.n, cmds, replies, until))
 	{
 		if (c->failure == RLF_TIMEOUT)
-			fail(c, RLF_TIMEOUT,
-				 "redis server at %s did not answer the connection setup within redislock.connect_timeout (%d ms)",
-				 rl_conn_desc(c), rl_connect_timeout);
+			rl_fail(c, RLF_TIMEOUT,
+					"redis server at %s did not answer the connection setup within redislock.connect_timeout (%d ms)",
+					rl_conn_desc(c), rl_connect_timeout);
 		return false;
 	}
-	return check_setup(c, &st, replies);
+	return rl_check_setup(c, &st, replies);
 }
 
 /*
  * Starts a non-blocking connect to the node (or unix path); the socket
- * becomes writable once it connected or failed (see connected()). A host
+ * becomes writable once it connected or failed (see rl_connected()). A host
  * name is resolved by until at the latest (see transport.c), not by
  * hiredis, whose lookup blocks.
  */
-static bool
-open_socket(RLConn *c, const RLNode *node, const char *unix_path,
-			TimestampTz until)
+bool
+rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
+			   TimestampTz until)
 {
 	redisContext *ctx;
 
@@ -936,8 +481,8 @@ open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 										problem, sizeof(problem));
 
 		if (fd < 0)
-			return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-						rl_conn_desc(c), problem);
+			return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+						   rl_conn_desc(c), problem);
 		ctx = redisConnectFd(fd);
 		if (ctx == NULL)
 			close(fd);
@@ -945,12 +490,12 @@ open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			ctx->flags &= ~REDIS_BLOCK; /* EAGAIN means "wait", as we do */
 	}
 	if (ctx == NULL)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
-					rl_conn_desc(c));
+		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
+					   rl_conn_desc(c));
 	c->ctx = ctx;
 	if (ctx->err)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					rl_conn_desc(c), ctx->errstr);
+		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+					   rl_conn_desc(c), ctx->errstr);
 
 	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
 	AddWaitEventToSet(c->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
@@ -960,18 +505,15 @@ open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 	return true;
 }
 
-/* Once the socket of open_socket() is writable: did the connect succeed? */
-static bool
-connected(RLConn *c)
+/* Once the socket of rl_open_socket() is writable: did the connect succeed? */
+bool
+rl_connected(RLConn *c)
 {
-	int			err = 0;
-	socklen_t	errlen = sizeof(err);
+	int			err = rl_socket_error(c->ctx->fd);
 
-	if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
-		err = errno;
 	if (err != 0)
-		return fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					rl_conn_desc(c), strerror(err));
+		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+					   rl_conn_desc(c), strerror(err));
 	if (c->ctx->connection_type == REDIS_CONN_TCP)
 		redisEnableKeepAlive(c->ctx);
 	return true;
@@ -982,20 +524,20 @@ static bool
 connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			   TimestampTz until)
 {
-	if (!open_socket(c, node, unix_path, until))
+	if (!rl_open_socket(c, node, unix_path, until))
 		return false;
 	switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
 	{
 		case WAIT_READY:
 			break;
 		case WAIT_TIMEOUT:
-			return fail(c, RLF_CONNECT,
-						"could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
-						rl_conn_desc(c), rl_connect_timeout);
+			return rl_fail(c, RLF_CONNECT,
+						   "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
+						   rl_conn_desc(c), rl_connect_timeout);
 		case WAIT_FAILED:
 			return false;
 	}
-	return connected(c);
+	return rl_connected(c);
 }
 
 /*
@@ -1039,14 +581,14 @@ discover_master(RLConn *c, TimestampTz until)
 {
 	char		problem[256] = "no sentinel answered";
 
-	for (int i = 0; i < nsentinels; i++)
+	for (int i = 0; i < rl_nsentinels; i++)
 	{
-		int			k = (sentinel_first + i) % nsentinels;
+		int			k = (rl_sentinel_first + i) % rl_nsentinels;
 		RLCommand	cmds[2];
 		RLReply    *replies[2];
 		RLReply    *r;
 		int			n = 0;
-		TimestampTz one = Min(until, after_ms(Max(rl_connect_timeout / nsentinels, 200)));
+		TimestampTz one = Min(until, rl_after_ms(Max(rl_connect_timeout / rl_nsentinels, 200)));
 
 		memset(cmds, 0, sizeof(cmds));
 		if (rl_sentinel_password && rl_sentinel_password[0] != '\0')
@@ -1059,59 +601,59 @@ discover_master(RLConn *c, TimestampTz until)
 		rl_set_arg(&cmds[n], "get-master-addr-by-name", 23);
 		rl_set_arg(&cmds[n], rl_sentinel_master, strlen(rl_sentinel_master));
 		n++;
-		if (!ask_sentinel(&sentinels[k], n, cmds, replies, one,
+		if (!ask_sentinel(&rl_sentinel_nodes[k], n, cmds, replies, one,
 						  problem, sizeof(problem)))
 			continue;
 		if (n == 2 && replies[0]->type == REDIS_REPLY_ERROR)
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s refused the password: %s",
-					 sentinels[k].desc, replies[0]->str);
+					 rl_sentinel_nodes[k].desc, replies[0]->str);
 			continue;
 		}
 		r = replies[n - 1];
 		if (r->type == REDIS_REPLY_ERROR)
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s: %s",
-					 sentinels[k].desc, r->str);
+					 rl_sentinel_nodes[k].desc, r->str);
 			continue;
 		}
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
 			r->element[0]->type == REDIS_REPLY_STRING &&
 			r->element[1]->type == REDIS_REPLY_STRING &&
-			r->element[0]->len < sizeof(server.host))
+			r->element[0]->len < sizeof(rl_server.host))
 		{
-			strlcpy(server.host, r->element[0]->str, sizeof(server.host));
-			server.port = atoi(r->element[1]->str);
-			snprintf(server.desc, sizeof(server.desc), "%s:%d (master \"%s\")",
-					 server.host, server.port, rl_sentinel_master);
-			sentinel_first = k;
+			strlcpy(rl_server.host, r->element[0]->str, sizeof(rl_server.host));
+			rl_server.port = atoi(r->element[1]->str);
+			snprintf(rl_server.desc, sizeof(rl_server.desc), "%s:%d (master \"%s\")",
+					 rl_server.host, rl_server.port, rl_sentinel_master);
+			rl_sentinel_first = k;
 			return true;
 		}
 		snprintf(problem, sizeof(problem), "sentinel %s:%d does not know master \"%s\"",
-				 sentinels[k].host, sentinels[k].port, rl_sentinel_master);
+				 rl_sentinel_nodes[k].host, rl_sentinel_nodes[k].port, rl_sentinel_master);
 	}
-	return fail(c, RLF_CONNECT,
-				"no sentinel of redislock.sentinels could name master \"%s\": %s",
-				rl_sentinel_master, problem);
+	return rl_fail(c, RLF_CONNECT,
+				   "no sentinel of redislock.sentinels could name master \"%s\": %s",
+				   rl_sentinel_master, problem);
 }
 
 /*
  * Opens c if needed, by until at the latest; a connection left out of sync
  * is reopened. Behind sentinels, the master is looked up first.
  */
-static bool
-ensure_open(RLConn *c, TimestampTz until)
+bool
+rl_ensure_open(RLConn *c, TimestampTz until)
 {
 	RLNode		master;
 
 	if (rl_healthy(c))
 		return true;
 	rl_disconnect(c);
-	load_server();
-	if (!server_ok)
-		return fail(c, RLF_CONFIG, "%s", server_problem);
+	rl_load_server();
+	if (!rl_server_ok)
+		return rl_fail(c, RLF_CONFIG, "%s", rl_server_problem);
 	c->generation = rl_settings_generation;
-	until = Min(until, after_ms(rl_connect_timeout));
+	until = Min(until, rl_after_ms(rl_connect_timeout));
 	if (c->pinned)
 	{
 		if (connect_socket(c, &c->node, NULL, until) && setup_session(c, until))
@@ -1119,11 +661,11 @@ ensure_open(RLConn *c, TimestampTz until)
 		rl_disconnect(c);
 		return false;
 	}
-	if (nsentinels > 0 && !discover_master(c, until))
+	if (rl_nsentinels > 0 && !discover_master(c, until))
 		return false;
-	strlcpy(master.host, server.host, sizeof(master.host));
-	master.port = server.port;
-	if (connect_socket(c, &master, server.unix_path, until) && setup_session(c, until))
+	strlcpy(master.host, rl_server.host, sizeof(master.host));
+	master.port = rl_server.port;
+	if (connect_socket(c, &master, rl_server.unix_path, until) && setup_session(c, until))
 		return true;
 	rl_disconnect(c);
 	return false;
@@ -1137,15 +679,15 @@ ensure_open(RLConn *c, TimestampTz until)
 static bool
 failover_reply(RLConn *c, int n, RLReply **replies)
 {
-	if (nsentinels == 0)
+	if (rl_nsentinels == 0)
 		return false;
 	for (int i = 0; i < n; i++)
 		if (replies[i]->type == REDIS_REPLY_ERROR &&
 			(strncmp(replies[i]->str, "READONLY", 8) == 0 ||
 			 strncmp(replies[i]->str, "MASTERDOWN", 10) == 0 ||
 			 strncmp(replies[i]->str, "LOADING", 7) == 0))
-			return !fail(c, RLF_FAILOVER, "redis server at %s is failing over: %s",
-						 rl_conn_desc(c), replies[i]->str);
+			return !rl_fail(c, RLF_FAILOVER, "redis server at %s is failing over: %s",
+							rl_conn_desc(c), replies[i]->str);
 	return false;
 }
 
@@ -1159,15 +701,15 @@ failover_reply(RLConn *c, int n, RLReply **replies)
  * would only stretch the wait, nor when the server refused our credentials
  * or does not speak Redis.
  */
-static bool
-worth_retrying(RLConn *c, bool *reused, TimestampTz until)
+bool
+rl_worth_retrying(RLConn *c, bool *reused, TimestampTz until)
 {
 	if (c->failure == RLF_IO && *reused)
 	{
 		*reused = false;
 		return true;
 	}
-	if (nsentinels == 0 ||
+	if (rl_nsentinels == 0 ||
 		(c->failure != RLF_IO && c->failure != RLF_CONNECT && c->failure != RLF_FAILOVER) ||
 		GetCurrentTimestamp() + 100 * 1000 >= until)
 		return false;
@@ -1188,13 +730,13 @@ bool
 rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 {
 	bool		reused = rl_healthy(c);
-	TimestampTz until = after_ms(rl_command_timeout);
+	TimestampTz until = rl_after_ms(rl_command_timeout);
 
 	c->maybe_delivered = false;
 	for (;;)
 	{
 		c->failure = RLF_NONE;
-		if (ensure_open(c, until))
+		if (rl_ensure_open(c, until))
 		{
 			c->maybe_delivered = true;
 			if (round_trip(c, ncmds, cmds, replies, until) &&
@@ -1202,379 +744,9 @@ rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 				return true;
 		}
 		rl_disconnect(c);
-		if (!worth_retrying(c, &reused, until))
+		if (!rl_worth_retrying(c, &reused, until))
 			return false;
 	}
-}
-
-/* How far one batch of rl_exec_parallel() has got. */
-typedef enum FlightState
-{
-	FLIGHT_CONNECTING,
-	FLIGHT_WRITING,
-	FLIGHT_READING,
-	FLIGHT_DONE
-} FlightState;
-
-typedef struct Flight
-{
-	RLBatch    *b;
-	FlightState state;
-	RLSetup		setup;			/* n = 0 on a connection already set up */
-	RLReply    *setup_replies[RL_SETUP_MAX];
-	int			got;
-	char		db[16];
-	char		stale[24];
-} Flight;
-
-static void flight_step(Flight *f);
-
-static void
-flight_fail(Flight *f)
-{
-	rl_disconnect(f->b->conn);
-	f->state = FLIGHT_DONE;
-}
-
-/*
- * Queues a batch on its connection, opening it first if needed: a new
- * connection carries its setup commands in the same pipeline, so it costs
- * the connect and one round trip, as a reused one costs one round trip.
- */
-static void
-flight_start(Flight *f, RLBatch *b, TimestampTz connect_until)
-{
-	RLConn	   *c = b->conn;
-	RLCommand	setup[RL_SETUP_MAX];
-
-	Assert(c->pinned);
-	memset(f, 0, sizeof(*f));
-	f->b = b;
-	b->ok = false;
-	c->failure = RLF_NONE;
-	f->state = FLIGHT_WRITING;
-	if (!rl_healthy(c))
-	{
-		rl_disconnect(c);
-		load_server();
-		if (!server_ok)
-		{
-			fail(c, RLF_CONFIG, "%s", server_problem);
-			f->state = FLIGHT_DONE;
-			return;
-		}
-		c->generation = rl_settings_generation;
-		if (!open_socket(c, &c->node, NULL, connect_until) ||
-			!queue_commands(c, build_setup(c, setup, f->db, f->stale, &f->setup), setup))
-		{
-			flight_fail(f);
-			return;
-		}
-		f->state = FLIGHT_CONNECTING;
-	}
-	if (!queue_commands(c, b->ncmds, b->cmds))
-	{
-		flight_fail(f);
-		return;
-	}
-	c->in_flight = true;
-	if (f->state == FLIGHT_WRITING)
-		flight_step(f);
-}
-
-/* Takes in the replies that arrived for f; false when the stream broke. */
-static bool
-flight_read(Flight *f)
-{
-	RLConn	   *c = f->b->conn;
-
-	if (redisBufferRead(c->ctx) == REDIS_ERR)
-		return fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-					rl_conn_desc(c), c->ctx->errstr);
-	for (;;)
-	{
-		void	   *r = NULL;
-
-		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
-			return fail(c, RLF_PROTOCOL, "invalid reply from redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
-		if (r == NULL)
-			return true;
-		if (c->owed > 0)
-		{
-			c->owed--;
-			freeReplyObject(r);
-			continue;
-		}
-		if (f->got < f->setup.n)
-			f->setup_replies[f->got] = copy_reply(r);
-		else
-			f->b->replies[f->got - f->setup.n] = copy_reply(r);
-		freeReplyObject(r);
-		if (++f->got < f->setup.n + f->b->ncmds)
-			continue;
-		c->in_flight = false;
-		if (f->setup.n > 0 && !check_setup(c, &f->setup, f->setup_replies))
-			return false;
-		f->b->ok = true;
-		f->state = FLIGHT_DONE;
-		return true;
-	}
-}
-
-/* Moves f on after its socket became ready for what it waited for. */
-static void
-flight_step(Flight *f)
-{
-	RLConn	   *c = f->b->conn;
-	int			done = 0;
-
-	switch (f->state)
-	{
-		case FLIGHT_CONNECTING:
-			if (!connected(c))
-			{
-				flight_fail(f);
-				return;
-			}
-			f->state = FLIGHT_WRITING;
-			/* FALLTHROUGH */
-		case FLIGHT_WRITING:
-			c->maybe_delivered = true;
-			if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
-			{
-				fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-					 rl_conn_desc(c), c->ctx->errstr);
-				flight_fail(f);
-			}
-			else if (done)
-				f->state = FLIGHT_READING;
-			return;
-		case FLIGHT_READING:
-			if (!flight_read(f))
-				flight_fail(f);
-			return;
-		case FLIGHT_DONE:
-			return;
-	}
-}
-
-/*
- * Leaves a straggler's requests to finish on their own: a set-up connection
- * stays open and in sync, its late replies owed and skipped on the next use.
- * Requests on one connection run in order, so a release sent next still
- * applies after a late acquisition; resetting the connection instead would
- * drop both. False when the connection cannot be kept (still connecting or
- * in setup, refused the setup, or too far behind).
- */
-static bool
-flight_abandon(Flight *f)
-{
-	RLConn	   *c = f->b->conn;
-	int			left = f->setup.n + f->b->ncmds - f->got;
-
-	if (f->state == FLIGHT_CONNECTING || f->got < f->setup.n ||
-		c->owed + left > RL_MAX_OWED)
-		return false;
-	if (f->setup.n > 0 && !check_setup(c, &f->setup, f->setup_replies))
-		return false;
-	c->owed += left;
-	c->in_flight = false;
-	f->state = FLIGHT_DONE;
-	return true;
-}
-
-/*
- * Fails the flights whose time is up; connecting ones by connect_until.
- * With straggling, until was brought forward because enough others had
- * answered; those keep their connection (flight_abandon).
- */
-static void
-flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_until,
-			   bool straggling)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	for (int i = 0; i < n; i++)
-	{
-		RLConn	   *c = flights[i].b->conn;
-
-		if (flights[i].state == FLIGHT_DONE)
-			continue;
-		if (flights[i].state == FLIGHT_CONNECTING && now >= connect_until)
-			fail(c, RLF_CONNECT,
-				 "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
-				 rl_conn_desc(c), rl_connect_timeout);
-		else if (now >= until && straggling)
-		{
-			fail(c, RLF_TIMEOUT,
-				 "redis server at %s did not answer while a majority of the others did",
-				 rl_conn_desc(c));
-			if (flight_abandon(&flights[i]))
-				continue;
-		}
-		else if (now >= until)
-			fail(c, RLF_TIMEOUT,
-				 "redis server at %s did not answer within redislock.command_timeout (%d ms)",
-				 rl_conn_desc(c), rl_command_timeout);
-		else
-			continue;
-		flight_fail(&flights[i]);
-	}
-}
-
-static uint32
-flight_events(const Flight *f)
-{
-	return f->state == FLIGHT_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
-}
-
-/*
- * Drives all flights at once until each is done or out of time. A flight
- * that needs other socket events has its entry in the wait set changed; the
- * set is rebuilt only when a finished flight's socket fires (say the server
- * closed it), as a wait set cannot drop a socket. Interrupts are served
- * with no wait set open, so that an ERROR they raise leaks nothing.
- */
-static void
-flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_until,
-			 int enough)
-{
-	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
-	int		   *pos = palloc(sizeof(int) * Max(n, 1));
-	TimestampTz start = GetCurrentTimestamp();
-	bool		straggling = false;
-
-	for (;;)
-	{
-		WaitEventSet *wes;
-		TimestampTz deadline = until;
-		int			nactive = 0;
-		bool		rebuild = false;
-		bool		interrupted = false;
-
-		flights_expire(flights, n, until, connect_until, straggling);
-		for (int i = 0; i < n; i++)
-			nactive += flights[i].state != FLIGHT_DONE ? 1 : 0;
-		if (nactive == 0)
-			return;
-
-		wes = CreateWaitEventSet(CurrentMemoryContext, nactive + 2);
-		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
-		for (int i = 0; i < n; i++)
-			if (flights[i].state != FLIGHT_DONE)
-				pos[i] = AddWaitEventToSet(wes, flight_events(&flights[i]),
-										   flights[i].b->conn->ctx->fd, NULL, &flights[i]);
-		while (!rebuild && !interrupted)
-		{
-			long		timeout;
-			int			nev;
-			bool		active = false;
-			int			nok = 0;
-
-			for (int i = 0; i < n; i++)
-			{
-				active |= flights[i].state != FLIGHT_DONE;
-				nok += flights[i].b->ok ? 1 : 0;
-				if (flights[i].state == FLIGHT_CONNECTING)
-					deadline = Min(deadline, connect_until);
-			}
-
-			/*
-			 * Once enough have answered, the others get as long again as
-			 * those took (at least 5 ms): a silent server costs little more
-			 * than a slow answer, not the whole command timeout.
-			 */
-			if (active && !straggling && nok >= enough)
-			{
-				TimestampTz now = GetCurrentTimestamp();
-
-				straggling = true;
-				until = Min(until, now + Max(now - start, 2500) * 2);
-				connect_until = Min(connect_until, until);
-				deadline = Min(deadline, until);
-			}
-			timeout = ms_until(deadline);
-			if (!active || timeout == 0)
-				break;
-			nev = WaitEventSetWait(wes, timeout, events, nactive + 2, PG_WAIT_EXTENSION);
-			for (int e = 0; e < nev; e++)
-			{
-				Flight	   *f = events[e].user_data;
-
-				if (events[e].events & WL_LATCH_SET)
-				{
-					ResetLatch(MyLatch);
-					interrupted = true;
-				}
-				else if (events[e].events & WL_POSTMASTER_DEATH)
-				{
-					FreeWaitEventSet(wes);
-					if (!proc_exit_inprogress)
-						proc_exit(1);
-					for (int i = 0; i < n; i++)
-						if (flights[i].state != FLIGHT_DONE)
-						{
-							fail(flights[i].b->conn, RLF_IO, "the postmaster died");
-							flight_fail(&flights[i]);
-						}
-					return;
-				}
-				else if (f->state == FLIGHT_DONE)
-					rebuild = true;
-				else
-				{
-					uint32		before = flight_events(f);
-
-					flight_step(f);
-					if (f->state != FLIGHT_DONE && flight_events(f) != before)
-						ModifyWaitEvent(wes, pos[f - flights], flight_events(f), NULL);
-				}
-			}
-		}
-		FreeWaitEventSet(wes);
-		if (interrupted)
-			CHECK_FOR_INTERRUPTS();
-	}
-}
-
-/*
- * Runs each batch as one pipeline on its own connection (all pinned to a
- * node), all at the same time: the whole costs about one round trip, not
- * one per node, and a dead or silent node delays none of the others beyond
- * the timeouts, and all are done by until. Once enough batches succeeded
- * the rest get only a short grace. A batch on a reused connection that Redis had closed is
- * sent once more on a new one. Returns how many batches succeeded; a failed
- * one has ok = false and its connection says why.
- */
-int
-rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until, int enough)
-{
-	Flight	   *flights = palloc(sizeof(Flight) * Max(nbatches, 1));
-	bool	   *reused = palloc(sizeof(bool) * Max(nbatches, 1));
-	int			nok = 0;
-	TimestampTz connect_until = Min(until, after_ms(rl_connect_timeout));
-
-	for (int i = 0; i < nbatches; i++)
-	{
-		reused[i] = rl_healthy(batches[i].conn);
-		batches[i].conn->maybe_delivered = false;
-		flight_start(&flights[i], &batches[i], connect_until);
-	}
-	flights_wait(flights, nbatches, until, connect_until, enough);
-	connect_until = Min(until, after_ms(rl_connect_timeout));
-	for (int i = 0; i < nbatches; i++)
-	{
-		if (!batches[i].ok && reused[i] && batches[i].conn->failure == RLF_IO)
-			flight_start(&flights[i], &batches[i], connect_until);
-		else
-			flights[i].state = FLIGHT_DONE;
-	}
-	flights_wait(flights, nbatches, until, connect_until, enough);
-	for (int i = 0; i < nbatches; i++)
-		nok += batches[i].ok ? 1 : 0;
-	return nok;
 }
 
 /*
@@ -1736,248 +908,4 @@ rl_reply_error(const RLReply *reply, const char *what, const char *name)
 			 wrongtype ?
 			 errhint("The Redis key \"%s\" exists and is not a lock hash; some other application uses that name.", name) :
 			 oom ? errhint("Redis reached maxmemory; free memory or raise maxmemory.") : 0));
-}
-
-/* Is r a pub/sub reply of this kind for one of c's channels? */
-static bool
-pubsub_reply_is(RLConn *c, const redisReply *r, const char *kind)
-{
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-		r->element[0]->type != REDIS_REPLY_STRING ||
-		r->element[1]->type != REDIS_REPLY_STRING ||
-		strcmp(r->element[0]->str, kind) != 0)
-		return false;
-	for (int i = 0; i < c->nchannels; i++)
-		if (strcmp(r->element[1]->str, c->channels[i]) == 0)
-			return true;
-	return false;
-}
-
-/*
- * Subscribes c to channels and returns once Redis confirmed them all: only
- * then may the caller retry the lock without risking a lost wake-up. Replies
- * left from an earlier wait (its UNSUBSCRIBE, late messages) are skipped.
- * The channel strings must stay valid until rl_unsubscribe.
- */
-bool
-rl_subscribe(RLConn *c, int nchannels, const char *const *channels)
-{
-	bool		reused = rl_healthy(c);
-	TimestampTz until = after_ms(rl_command_timeout);
-
-	while (!subscribe_once(c, nchannels, channels, until))
-	{
-		if (!worth_retrying(c, &reused, until))
-			return false;
-	}
-	return true;
-}
-
-/* rl_subscribe() on the current connection, or a new one if there is none. */
-static bool
-subscribe_once(RLConn *c, int nchannels, const char *const *channels,
-			   TimestampTz until)
-{
-	RLCommand	cmd;
-	int			confirmed = 0;
-
-	c->failure = RLF_NONE;
-	if (!ensure_open(c, until))
-		return false;
-	memset(&cmd, 0, sizeof(cmd));
-	if (c->sharded)
-		rl_set_arg(&cmd, "SSUBSCRIBE", 10);
-	else
-		rl_set_arg(&cmd, "SUBSCRIBE", 9);
-	for (int i = 0; i < nchannels; i++)
-		rl_set_arg(&cmd, channels[i], strlen(channels[i]));
-	if (!queue_commands(c, 1, &cmd))
-	{
-		rl_disconnect(c);
-		return false;
-	}
-	c->in_flight = true;
-	c->subscribed = true;
-	c->nchannels = nchannels;
-	c->channels = channels;
-	if (!flush(c, until))
-	{
-		rl_disconnect(c);
-		return false;
-	}
-	while (confirmed < nchannels)
-	{
-		redisReply *r;
-
-		if (!read_reply(c, until, true, &r))
-		{
-			rl_disconnect(c);
-			return false;
-		}
-		if (r->type == REDIS_REPLY_ERROR)
-		{
-			/* a cluster node that does not serve the channel's slot */
-			fail(c, strncmp(r->str, "MOVED", 5) == 0 ? RLF_CLUSTER : RLF_PROTOCOL,
-				 "redis server at %s refused to subscribe: %s",
-				 rl_conn_desc(c), r->str);
-			freeReplyObject(r);
-			rl_disconnect(c);
-			return false;
-		}
-		if (pubsub_reply_is(c, r, c->sharded ? "ssubscribe" : "subscribe"))
-			confirmed++;
-		freeReplyObject(r);
-	}
-	return true;
-}
-
-/*
- * What a pub/sub reply on c means for a waiter: 1 a message on one of its
- * channels, -1 the server dropped the subscription (a sharded channel whose
- * slot moved to another node), 0 anything else.
- */
-static int
-pubsub_event(RLConn *c, const redisReply *r)
-{
-	if (pubsub_reply_is(c, r, c->sharded ? "smessage" : "message"))
-		return 1;
-	if (c->sharded && pubsub_reply_is(c, r, "sunsubscribe"))
-		return -1;
-	return 0;
-}
-
-/*
- * Sleeps until a message arrives on one of the subscribed channels or until
- * the given time. Returns 1 for a message, 0 when the time came, -1 when the
- * connection failed or the subscription was dropped (it is then closed;
- * subscribe again).
- */
-int
-rl_wait_message(RLConn *c, TimestampTz until)
-{
-	for (;;)
-	{
-		redisReply *r;
-		int			event;
-
-		if (!read_reply(c, until, false, &r))
-		{
-			if (c->failure == RLF_NONE)
-				return 0;
-			rl_disconnect(c);
-			return -1;
-		}
-		event = pubsub_event(c, r);
-		freeReplyObject(r);
-		if (event < 0)
-			rl_disconnect(c);
-		if (event != 0)
-			return event;
-	}
-}
-
-/* Takes in what c has received; 1 for a message, -1 when c broke. */
-static int
-drain_messages(RLConn *c, bool read)
-{
-	int			result = 0;
-
-	if (read && redisBufferRead(c->ctx) == REDIS_ERR)
-		result = -1;
-	while (result == 0)
-	{
-		void	   *r = NULL;
-
-		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
-			result = -1;
-		else if (r == NULL)
-			break;
-		else
-		{
-			result = pubsub_event(c, r);
-			freeReplyObject(r);
-		}
-	}
-	if (result < 0)
-		rl_disconnect(c);
-	return result;
-}
-
-/*
- * rl_wait_message() over several subscribed connections (one per Redlock
- * master): returns 1 on a message from any, 0 when the time came, -1 when
- * none is left subscribed.
- */
-int
-rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
-{
-	WaitEvent  *events = palloc(sizeof(WaitEvent) * (nconns + 2));
-
-	for (;;)
-	{
-		WaitEventSet *wes;
-		int			nlive = 0;
-		int			nev;
-		int			result = 0;
-		long		timeout;
-
-		for (int i = 0; i < nconns && result != 1; i++)
-			if (conns[i]->subscribed && drain_messages(conns[i], false) == 1)
-				result = 1;
-		if (result == 1)
-			return 1;
-		for (int i = 0; i < nconns; i++)
-			nlive += conns[i]->subscribed ? 1 : 0;
-		if (nlive == 0)
-			return -1;
-		timeout = ms_until(until);
-		if (timeout == 0)
-			return 0;
-
-		wes = CreateWaitEventSet(CurrentMemoryContext, nlive + 2);
-		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-		for (int i = 0; i < nconns; i++)
-			if (conns[i]->subscribed)
-				AddWaitEventToSet(wes, WL_SOCKET_READABLE, conns[i]->ctx->fd,
-								  NULL, conns[i]);
-		nev = WaitEventSetWait(wes, timeout, events, nlive + 2, PG_WAIT_EXTENSION);
-		FreeWaitEventSet(wes);
-		for (int e = 0; e < nev; e++)
-		{
-			if (events[e].events & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				CHECK_FOR_INTERRUPTS();
-			}
-			else if (((RLConn *) events[e].user_data)->subscribed &&
-					 drain_messages(events[e].user_data, true) == 1)
-				result = 1;
-		}
-		if (result == 1)
-			return 1;
-	}
-}
-
-/*
- * Ends the subscription without waiting for Redis to confirm: the next
- * rl_subscribe skips the confirmation and anything that arrived meanwhile.
- */
-void
-rl_unsubscribe(RLConn *c)
-{
-	int			done = 0;
-
-	if (c->ctx == NULL || !c->subscribed)
-		return;
-	if (redisAppendCommand(c->ctx, c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE") != REDIS_OK ||
-		redisBufferWrite(c->ctx, &done) == REDIS_ERR || !done)
-	{
-		rl_disconnect(c);
-		return;
-	}
-	c->subscribed = false;
-	c->in_flight = false;
-	c->nchannels = 0;
-	c->channels = NULL;
 }

@@ -4,6 +4,10 @@
  *	  timeouts, pipelined commands, EVALSHA with NOSCRIPT reload, and the
  *	  subscriber connection that lock waits sleep on.
  *
+ * The interface of config.c (settings), conn.c (one connection, requests),
+ * pipeline.c (several connections at once) and pubsub.c (subscriptions) for
+ * the layers above; what only these files share is in conn_int.h.
+ *
  * src/conn.h
  */
 #ifndef REDISLOCK_CONN_H
@@ -120,6 +124,8 @@ typedef struct RLBatch
 	bool		ok;
 } RLBatch;
 
+/* conn.c */
+
 /* The backend's command connection and its subscriber connection. */
 extern RLConn rl_cmd_conn;
 extern RLConn rl_sub_conn;
@@ -127,8 +133,6 @@ extern RLConn rl_sub_conn;
 extern bool rl_exec(RLConn *c, int ncmds, const RLCommand *cmds,
 					RLReply **replies);
 extern bool rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies);
-extern int	rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until,
-							 int enough);
 extern TimestampTz rl_command_deadline(void);
 extern void rl_limit_waits(int ms);
 extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
@@ -136,18 +140,25 @@ extern bool rl_is_noscript(const RLReply *r);
 extern bool rl_is_not_lock(const RLReply *r);
 extern void rl_set_arg(RLCommand *cmd, const char *arg, size_t len);
 extern const char *rl_conn_desc(const RLConn *c);
-extern bool rl_config(RLMode *mode, const RLNode **nodes, int *nnodes,
-					  const char **problem);
 extern void rl_disconnect(RLConn *c);
 extern bool rl_healthy(RLConn *c);
 
 extern void rl_report(RLConn *c, int elevel) pg_attribute_cold;
 extern void rl_reply_error(const RLReply *reply, const char *what,
 						   const char *name) pg_attribute_noreturn();
+
+/* config.c */
+extern bool rl_config(RLMode *mode, const RLNode **nodes, int *nnodes,
+					  const char **problem);
 extern const char *rl_server_desc(void);
 extern bool rl_check_url(const char *url, char **detail);
 extern bool rl_check_nodes(const char *list, char **detail);
 
+/* pipeline.c */
+extern int	rl_exec_parallel(int nbatches, RLBatch *batches, TimestampTz until,
+							 int enough);
+
+/* pubsub.c */
 extern bool rl_subscribe(RLConn *c, int nchannels, const char *const *channels);
 extern int	rl_wait_message(RLConn *c, TimestampTz until);
 extern int	rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until);

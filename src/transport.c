@@ -1,6 +1,7 @@
 /*
  * transport.c
- *	  TCP sockets to Redis, opened without blocking the process.
+ *	  TCP sockets to Redis, opened without blocking the process, and the
+ *	  socket-level calls conn.c makes on them.
  *
  * hiredis resolves host names with a blocking getaddrinfo(): a slow DNS
  * server would stretch a connect far beyond redislock.connect_timeout, deaf
@@ -236,4 +237,28 @@ rl_tcp_connect(const char *host, int port, TimestampTz until, char *problem,
 	/* as hiredis does: requests are small and latency is what counts */
 	(void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
+}
+
+/*
+ * Once a socket being connected is writable: 0 when the connect succeeded,
+ * else the errno saying why it failed.
+ */
+int
+rl_socket_error(int fd)
+{
+	int			err = 0;
+	socklen_t	errlen = sizeof(err);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0)
+		err = errno;
+	return err;
+}
+
+/* Makes closing fd reset the connection: bytes still unsent die with it. */
+void
+rl_socket_reset(int fd)
+{
+	struct linger reset = {1, 0};
+
+	(void) setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
 }

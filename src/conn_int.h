@@ -1,0 +1,66 @@
+/*
+ * conn_int.h
+ *	  Shared by config.c, conn.c, pipeline.c and pubsub.c, not seen by the
+ *	  layers above (they use conn.h): parsed settings, steps of a request.
+ *
+ * src/conn_int.h
+ */
+#ifndef REDISLOCK_CONN_INT_H
+#define REDISLOCK_CONN_INT_H
+
+#include <hiredis/hiredis.h>
+
+#include "conn.h"
+#include "scripts.h"
+
+/* Where to connect, parsed from redislock.url. */
+typedef struct RLServer
+{
+	char		host[256];
+	int			port;
+	char		unix_path[256];
+	char		user[128];
+	char		password[256];
+	int			db;
+	char		desc[300];		/* host:port or unix:path, never secrets */
+} RLServer;
+
+/* Where the replies to rl_build_setup()'s commands are. */
+typedef struct RLSetup
+{
+	int			n;
+	int			id_reply;
+	int			role_reply;
+} RLSetup;
+
+#define RL_SETUP_MAX (5 + RL_NSCRIPTS)
+
+/* config.c: the settings as rl_load_server() last read them */
+extern RLServer rl_server;
+extern RLNode rl_sentinel_nodes[RL_MAX_NODES];
+extern int	rl_nsentinels;
+extern int	rl_sentinel_first;
+extern bool rl_server_ok;
+extern char rl_server_problem[256];
+
+extern void rl_load_server(void);
+
+/* conn.c: one connection's steps, for pipeline.c and pubsub.c */
+extern bool rl_fail(RLConn *c, RLFailure failure, const char *fmt,...) pg_attribute_printf(3, 4);
+extern TimestampTz rl_after_ms(int ms);
+extern long rl_ms_until(TimestampTz until);
+extern bool rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
+						   TimestampTz until);
+extern bool rl_connected(RLConn *c);
+extern int	rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale,
+						   RLSetup *st);
+extern bool rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies);
+extern bool rl_ensure_open(RLConn *c, TimestampTz until);
+extern bool rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds);
+extern bool rl_flush(RLConn *c, TimestampTz until);
+extern bool rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error,
+						  redisReply **out);
+extern RLReply *rl_copy_reply(const redisReply *r);
+extern bool rl_worth_retrying(RLConn *c, bool *reused, TimestampTz until);
+
+#endif							/* REDISLOCK_CONN_INT_H */

@@ -1,0 +1,264 @@
+/*
+ * pubsub.c
+ *	  Subscriptions to unlock channels and the sleeps of lock waits on them,
+ *	  on one connection or on several at once (one per Redlock master).
+ *
+ * src/pubsub.c
+ */
+#include "postgres.h"
+
+#include <hiredis/hiredis.h>
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+
+#include "conn_int.h"
+#include "redislock.h"
+
+static bool subscribe_once(RLConn *c, int nchannels,
+						   const char *const *channels, TimestampTz until);
+
+/* Is r a pub/sub reply of this kind for one of c's channels? */
+static bool
+pubsub_reply_is(RLConn *c, const redisReply *r, const char *kind)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+		r->element[0]->type != REDIS_REPLY_STRING ||
+		r->element[1]->type != REDIS_REPLY_STRING ||
+		strcmp(r->element[0]->str, kind) != 0)
+		return false;
+	for (int i = 0; i < c->nchannels; i++)
+		if (strcmp(r->element[1]->str, c->channels[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Subscribes c to channels and returns once Redis confirmed them all: only
+ * then may the caller retry the lock without risking a lost wake-up. Replies
+ * left from an earlier wait (its UNSUBSCRIBE, late messages) are skipped.
+ * The channel strings must stay valid until rl_unsubscribe.
+ */
+bool
+rl_subscribe(RLConn *c, int nchannels, const char *const *channels)
+{
+	bool		reused = rl_healthy(c);
+	TimestampTz until = rl_after_ms(rl_command_timeout);
+
+	while (!subscribe_once(c, nchannels, channels, until))
+	{
+		if (!rl_worth_retrying(c, &reused, until))
+			return false;
+	}
+	return true;
+}
+
+/* rl_subscribe() on the current connection, or a new one if there is none. */
+static bool
+subscribe_once(RLConn *c, int nchannels, const char *const *channels,
+			   TimestampTz until)
+{
+	RLCommand	cmd;
+	int			confirmed = 0;
+
+	c->failure = RLF_NONE;
+	if (!rl_ensure_open(c, until))
+		return false;
+	memset(&cmd, 0, sizeof(cmd));
+	if (c->sharded)
+		rl_set_arg(&cmd, "SSUBSCRIBE", 10);
+	else
+		rl_set_arg(&cmd, "SUBSCRIBE", 9);
+	for (int i = 0; i < nchannels; i++)
+		rl_set_arg(&cmd, channels[i], strlen(channels[i]));
+	if (!rl_queue_commands(c, 1, &cmd))
+	{
+		rl_disconnect(c);
+		return false;
+	}
+	c->in_flight = true;
+	c->subscribed = true;
+	c->nchannels = nchannels;
+	c->channels = channels;
+	if (!rl_flush(c, until))
+	{
+		rl_disconnect(c);
+		return false;
+	}
+	while (confirmed < nchannels)
+	{
+		redisReply *r;
+
+		if (!rl_read_reply(c, until, true, &r))
+		{
+			rl_disconnect(c);
+			return false;
+		}
+		if (r->type == REDIS_REPLY_ERROR)
+		{
+			/* a cluster node that does not serve the channel's slot */
+			rl_fail(c, strncmp(r->str, "MOVED", 5) == 0 ? RLF_CLUSTER : RLF_PROTOCOL,
+					"redis server at %s refused to subscribe: %s",
+					rl_conn_desc(c), r->str);
+			freeReplyObject(r);
+			rl_disconnect(c);
+			return false;
+		}
+		if (pubsub_reply_is(c, r, c->sharded ? "ssubscribe" : "subscribe"))
+			confirmed++;
+		freeReplyObject(r);
+	}
+	return true;
+}
+
+/*
+ * What a pub/sub reply on c means for a waiter: 1 a message on one of its
+ * channels, -1 the server dropped the subscription (a sharded channel whose
+ * slot moved to another node), 0 anything else.
+ */
+static int
+pubsub_event(RLConn *c, const redisReply *r)
+{
+	if (pubsub_reply_is(c, r, c->sharded ? "smessage" : "message"))
+		return 1;
+	if (c->sharded && pubsub_reply_is(c, r, "sunsubscribe"))
+		return -1;
+	return 0;
+}
+
+/*
+ * Sleeps until a message arrives on one of the subscribed channels or until
+ * the given time. Returns 1 for a message, 0 when the time came, -1 when the
+ * connection failed or the subscription was dropped (it is then closed;
+ * subscribe again).
+ */
+int
+rl_wait_message(RLConn *c, TimestampTz until)
+{
+	for (;;)
+	{
+		redisReply *r;
+		int			event;
+
+		if (!rl_read_reply(c, until, false, &r))
+		{
+			if (c->failure == RLF_NONE)
+				return 0;
+			rl_disconnect(c);
+			return -1;
+		}
+		event = pubsub_event(c, r);
+		freeReplyObject(r);
+		if (event < 0)
+			rl_disconnect(c);
+		if (event != 0)
+			return event;
+	}
+}
+
+/* Takes in what c has received; 1 for a message, -1 when c broke. */
+static int
+drain_messages(RLConn *c, bool read)
+{
+	int			result = 0;
+
+	if (read && redisBufferRead(c->ctx) == REDIS_ERR)
+		result = -1;
+	while (result == 0)
+	{
+		void	   *r = NULL;
+
+		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
+			result = -1;
+		else if (r == NULL)
+			break;
+		else
+		{
+			result = pubsub_event(c, r);
+			freeReplyObject(r);
+		}
+	}
+	if (result < 0)
+		rl_disconnect(c);
+	return result;
+}
+
+/*
+ * rl_wait_message() over several subscribed connections (one per Redlock
+ * master): returns 1 on a message from any, 0 when the time came, -1 when
+ * none is left subscribed.
+ */
+int
+rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
+{
+	WaitEvent  *events = palloc(sizeof(WaitEvent) * (nconns + 2));
+
+	for (;;)
+	{
+		WaitEventSet *wes;
+		int			nlive = 0;
+		int			nev;
+		int			result = 0;
+		long		timeout;
+
+		for (int i = 0; i < nconns && result != 1; i++)
+			if (conns[i]->subscribed && drain_messages(conns[i], false) == 1)
+				result = 1;
+		if (result == 1)
+			return 1;
+		for (int i = 0; i < nconns; i++)
+			nlive += conns[i]->subscribed ? 1 : 0;
+		if (nlive == 0)
+			return -1;
+		timeout = rl_ms_until(until);
+		if (timeout == 0)
+			return 0;
+
+		wes = CreateWaitEventSet(CurrentMemoryContext, nlive + 2);
+		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		for (int i = 0; i < nconns; i++)
+			if (conns[i]->subscribed)
+				AddWaitEventToSet(wes, WL_SOCKET_READABLE, conns[i]->ctx->fd,
+								  NULL, conns[i]);
+		nev = WaitEventSetWait(wes, timeout, events, nlive + 2, PG_WAIT_EXTENSION);
+		FreeWaitEventSet(wes);
+		for (int e = 0; e < nev; e++)
+		{
+			if (events[e].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+			}
+			else if (((RLConn *) events[e].user_data)->subscribed &&
+					 drain_messages(events[e].user_data, true) == 1)
+				result = 1;
+		}
+		if (result == 1)
+			return 1;
+	}
+}
+
+/*
+ * Ends the subscription without waiting for Redis to confirm: the next
+ * rl_subscribe skips the confirmation and anything that arrived meanwhile.
+ */
+void
+rl_unsubscribe(RLConn *c)
+{
+	int			done = 0;
+
+	if (c->ctx == NULL || !c->subscribed)
+		return;
+	if (redisAppendCommand(c->ctx, c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE") != REDIS_OK ||
+		redisBufferWrite(c->ctx, &done) == REDIS_ERR || !done)
+	{
+		rl_disconnect(c);
+		return;
+	}
+	c->subscribed = false;
+	c->in_flight = false;
+	c->nchannels = 0;
+	c->channels = NULL;
+}
