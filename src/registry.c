@@ -469,6 +469,9 @@ rl_registry_begin_io(int index, TimestampTz until)
 	s = &shared->slots[index];
 	if (take_over(s))
 		return true;
+
+	/* a request it retained is sent again at once, not at its next pass */
+	rl_registry_wake_worker();
 	ConditionVariablePrepareToSleep(&shared->worker_done);
 	for (;;)
 	{
