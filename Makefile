@@ -16,7 +16,8 @@ OBJS = \
 	src/sqlapi.o \
 	src/transport.o \
 	src/views.o \
-	src/worker.o
+	src/worker.o \
+	src/xact.o
 
 EXTENSION = redislock
 DATA = sql/redislock--1.0.sql

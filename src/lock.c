@@ -1,7 +1,7 @@
 /*
  * lock.c
- *	  Acquire, wait and release for one session, its table of held locks, and
- *	  their end at COMMIT/ROLLBACK, subtransaction abort and session exit.
+ *	  Acquire, wait and release for one session, and its table of held
+ *	  locks; transaction scopes and the session's end are in xact.c.
  *
  * Redis holds the truth (hash field = our owner id, value = hold count); the
  * local table mirrors it. Every script takes the hold count we want Redis to
@@ -10,20 +10,14 @@
  * this session, or its exit, trims Redis back to the local count; a session
  * that stays idle after such a failure hands that trim to the worker.
  *
- * What runs after COMMIT, at abort and at exit must not throw and must not
- * wait long: it is bounded by CLEANUP_MS whatever the settings, and an
- * ending session hands its locks to the worker before it talks to Redis.
- *
  * src/lock.c
  */
 #include "postgres.h"
 
 #include <hiredis/hiredis.h>
 
-#include "access/xact.h"
 #include "common/pg_prng.h"
 #include "miscadmin.h"
-#include "storage/ipc.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -32,48 +26,11 @@
 #include "utils/wait_event.h"
 
 #include "conn.h"
-#include "lock.h"
+#include "lock_int.h"
 #include "redislock.h"
 #include "registry.h"
 #include "route.h"
 #include "scripts.h"
-
-/*
- * The longest a cleanup path (after COMMIT, at abort, at exit) may wait for
- * Redis in all, whatever redislock.connect_timeout and command_timeout say:
- * it runs with interrupts held, so it must not make a backend unkillable.
- * What it cannot finish is left to the next call or to the worker.
- */
-#define CLEANUP_MS 2000	/* per cleanup step */
-
-/* What this session holds of one lock. */
-typedef struct LocalLock
-{
-	char		name[RL_NAME_MAX + 1];	/* hash key */
-	int32		session_holds;
-	int32		xact_holds;
-	bool		dirty;			/* Redis may hold more than we count */
-	bool		queued;			/* we may still stand in its fair queue */
-	bool		releasing;		/* a release of one hold may or may not have
-								 * been applied (its reply was lost) */
-	bool		unsettled;		/* the worker was told to settle it */
-	bool		watchdog;
-	bool		fair;
-	int64		lease_ms;
-	int64		token;
-	TimestampTz acquired_at;
-	int			slot;			/* in the shared registry, -1 if none */
-	uint32		generation;		/* of that slot */
-	uint32		epoch;			/* of our hold in that slot */
-	int			masters;		/* Redlock: masters that granted it */
-} LocalLock;
-
-/* One transaction-scope hold and the subtransaction that took it. */
-typedef struct XactHold
-{
-	SubTransactionId subid;
-	LocalLock  *lock;
-} XactHold;
 
 /* The outcome of one acquisition attempt. */
 typedef struct Attempt
@@ -87,18 +44,10 @@ typedef struct Attempt
 	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
 } Attempt;
 
-static HTAB *local_locks = NULL;
+HTAB	   *rl_local_locks = NULL;
 static int	npending = 0;		/* entries that are dirty or queued */
-static XactHold *xact_holds = NULL;
-static LocalLock **xact_ended = NULL;	/* room for end_xact_holds(), which
-										 * must not allocate after COMMIT */
-static int	nxact_holds = 0;
-static int	max_xact_holds = 0;
-static MemoryContext cleanup_context = NULL;
-static bool exit_callback_registered = false;
+MemoryContext rl_cleanup_context = NULL;
 static char owner_id[RL_OWNER_MAX];
-
-static void release_at_exit(int code, Datum arg);
 
 const char *
 rl_owner_id(void)
@@ -170,22 +119,22 @@ ensure_local_table(void)
 {
 	HASHCTL		ctl;
 
-	if (local_locks)
+	if (rl_local_locks)
 		return;
 	ctl.keysize = RL_NAME_MAX + 1;
 	ctl.entrysize = sizeof(LocalLock);
-	local_locks = hash_create("redislock held locks", 16, &ctl,
-							  HASH_ELEM | HASH_STRINGS);
-	cleanup_context = AllocSetContextCreate(TopMemoryContext,
-											"redislock cleanup",
-											ALLOCSET_SMALL_SIZES);
+	rl_local_locks = hash_create("redislock held locks", 16, &ctl,
+								 HASH_ELEM | HASH_STRINGS);
+	rl_cleanup_context = AllocSetContextCreate(TopMemoryContext,
+											   "redislock cleanup",
+											   ALLOCSET_SMALL_SIZES);
 }
 
 static LocalLock *
 local_find(const char *name)
 {
 	ensure_local_table();
-	return hash_search(local_locks, name, HASH_FIND, NULL);
+	return hash_search(rl_local_locks, name, HASH_FIND, NULL);
 }
 
 /*
@@ -203,15 +152,15 @@ local_get(const char *name, int64 lease_ms)
 
 	if (ll != NULL)
 		return ll;
-	if (hash_get_num_entries(local_locks) >= rl_max_locks_per_session)
+	if (hash_get_num_entries(rl_local_locks) >= rl_max_locks_per_session)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many redis locks in this session"),
 				 errdetail("This session already holds or waits for %ld distinct redis locks; redislock.max_locks_per_session is %d.",
-						   hash_get_num_entries(local_locks), rl_max_locks_per_session),
+						   hash_get_num_entries(rl_local_locks), rl_max_locks_per_session),
 				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
 	slot = rl_registry_reserve(name, rl_owner_id(), lease_ms, &generation);
-	ll = hash_search(local_locks, name, HASH_ENTER, NULL);
+	ll = hash_search(rl_local_locks, name, HASH_ENTER, NULL);
 	ll->session_holds = 0;
 	ll->xact_holds = 0;
 	ll->dirty = false;
@@ -229,25 +178,19 @@ local_get(const char *name, int64 lease_ms)
 	return ll;
 }
 
-static int32
-total_holds(const LocalLock *ll)
-{
-	return ll->session_holds + ll->xact_holds;
-}
-
 static void
 forget_if_unused(LocalLock *ll)
 {
 	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
 	{
 		rl_registry_free(ll->slot, ll->generation);
-		hash_search(local_locks, ll->name, HASH_REMOVE, NULL);
+		hash_search(rl_local_locks, ll->name, HASH_REMOVE, NULL);
 	}
 }
 
 /* Shows the worker and the redis_locks view what we now hold of ll. */
-static void
-publish(LocalLock *ll, bool fresh, bool renewed)
+void
+rl_publish(LocalLock *ll, bool fresh, bool renewed)
 {
 	RLSlotInfo	info;
 
@@ -275,8 +218,8 @@ set_flags(LocalLock *ll, bool dirty, bool queued)
 	ll->queued = queued;
 }
 
-static void
-mark_dirty(LocalLock *ll)
+void
+rl_mark_dirty(LocalLock *ll)
 {
 	set_flags(ll, true, ll->queued);
 }
@@ -300,12 +243,6 @@ token_ttl_arg(int64 lease_ms)
 	return int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
 }
 
-static bool
-is_int(const RLReply *r)
-{
-	return r->type == REDIS_REPLY_INTEGER;
-}
-
 /* An array of at least n elements, the first n of the given type. */
 static bool
 is_array_of(const RLReply *r, size_t n, int type)
@@ -319,8 +256,8 @@ is_array_of(const RLReply *r, size_t n, int type)
 }
 
 /* A reply that is not what our script returns: not a Redis we understand. */
-static void
-expect_reply(bool ok, const char *what, const char *name)
+void
+rl_expect_reply(bool ok, const char *what, const char *name)
 {
 	if (!ok)
 		ereport(ERROR,
@@ -438,7 +375,7 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 		if (!is_int(replies[i]))
 		{
 			if (!quiet)
-				expect_reply(false, "release", locks[i]->name);
+				rl_expect_reply(false, "release", locks[i]->name);
 			before[i] = 0;
 			continue;
 		}
@@ -452,8 +389,8 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
  * (quiet = false) a failure is an ERROR, as the call needs Redis anyway; from
  * cleanup paths it is logged and the locks stay marked for a later try.
  */
-static bool
-settle_locks(int n, LocalLock **locks, bool quiet)
+bool
+rl_settle_locks(int n, LocalLock **locks, bool quiet)
 {
 	int32	   *keep = palloc(sizeof(int32) * Max(n, 1));
 	int64	   *before = palloc(sizeof(int64) * Max(n, 1));
@@ -489,12 +426,12 @@ settle(bool quiet)
 
 	if (npending == 0)
 		return;
-	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(local_locks), 1));
-	hash_seq_init(&seq, local_locks);
+	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(rl_local_locks), 1));
+	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 		if (ll->dirty || ll->queued)
 			locks[n++] = ll;
-	(void) settle_locks(n, locks, quiet);
+	(void) rl_settle_locks(n, locks, quiet);
 }
 
 /*
@@ -502,113 +439,21 @@ settle(bool quiet)
  * (sub)transaction ends: the session may not call again for long (an idle
  * pooled connection, say), and the lock would stay held in Redis until then.
  */
-static void
-hand_unsettled_to_worker(void)
+void
+rl_hand_unsettled_to_worker(void)
 {
 	HASH_SEQ_STATUS seq;
 	LocalLock  *ll;
 
 	if (npending == 0)
 		return;
-	hash_seq_init(&seq, local_locks);
+	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 		if ((ll->dirty || ll->queued) && !ll->unsettled && ll->slot >= 0)
 		{
 			rl_registry_set_unsettled(ll->slot, ll->generation);
 			ll->unsettled = true;
 		}
-}
-
-/*
- * settle_locks() from a path that must not throw and must not wait long:
- * after COMMIT (where an ERROR would be a PANIC), at abort, at exit. Redis
- * gets CLEANUP_MS at most; an error is reported as a WARNING, and what is
- * left unsettled goes to the worker. At exit an ERROR would become FATAL
- * before it could be caught, which is why the exit path has handed its
- * locks to the worker before calling this.
- */
-static void
-settle_locks_quietly(int n, LocalLock **locks)
-{
-	MemoryContext old;
-	int			holdoff = InterruptHoldoffCount;
-	int			cancel_holdoff = QueryCancelHoldoffCount;
-
-	HOLD_INTERRUPTS();
-	old = MemoryContextSwitchTo(cleanup_context);
-	rl_limit_waits(CLEANUP_MS);
-	PG_TRY();
-	{
-		(void) settle_locks(n, locks, true);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cleanup_context);
-		edata = CopyErrorData();
-		FlushErrorState();
-		InterruptHoldoffCount = holdoff + 1;
-		QueryCancelHoldoffCount = cancel_holdoff;
-		ereport(WARNING,
-				(errmsg("could not release redis locks of this session: %s",
-						edata->message),
-				 errdetail("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
-	}
-	PG_END_TRY();
-	rl_limit_waits(0);
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(cleanup_context);
-	if (!proc_exit_inprogress)
-		hand_unsettled_to_worker();
-	RESUME_INTERRUPTS();
-}
-
-static void
-register_exit_callback(void)
-{
-	if (exit_callback_registered)
-		return;
-	before_shmem_exit(release_at_exit, (Datum) 0);
-	exit_callback_registered = true;
-}
-
-/* A session that ends gives its locks back at once, not after the lease. */
-static void
-release_at_exit(int code, Datum arg)
-{
-	HASH_SEQ_STATUS seq;
-	LocalLock  *ll;
-	LocalLock **locks;
-	int			n = 0;
-
-	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
-		return;
-	nxact_holds = 0;
-
-	/*
-	 * The worker's first: whatever goes wrong below (an ERROR here is a
-	 * FATAL), no slot is left looking held by a live session.
-	 */
-	hash_seq_init(&seq, local_locks);
-	while ((ll = hash_seq_search(&seq)) != NULL)
-		rl_registry_orphan(ll->slot, ll->generation);
-
-	locks = MemoryContextAlloc(cleanup_context,
-							   sizeof(LocalLock *) * hash_get_num_entries(local_locks));
-	hash_seq_init(&seq, local_locks);
-	while ((ll = hash_seq_search(&seq)) != NULL)
-	{
-		ll->session_holds = 0;
-		ll->xact_holds = 0;
-		mark_dirty(ll);
-		locks[n++] = ll;
-	}
-	settle_locks_quietly(n, locks);
-
-	/* What is still here could not be released: the worker takes over. */
-	if (hash_get_num_entries(local_locks) > 0)
-		rl_registry_wake_worker();
 }
 
 /*
@@ -734,7 +579,7 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	e.args[2] = int64_arg(target);
 	e.args[3] = token_ttl_arg(lease_ms);
 
-	mark_dirty(ll);
+	rl_mark_dirty(ll);
 	if (!rl_run_majority(1, &e, per))
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
@@ -790,7 +635,7 @@ redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	}
 	if (error != NULL && error->type == REDIS_REPLY_ERROR && granted + nrefused < rl_redlock_quorum())
 		rl_reply_error(error, "acquire", ll->name);
-	expect_reply(granted + nrefused >= rl_redlock_quorum(), "acquire", ll->name);
+	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), "acquire", ll->name);
 	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
 }
 
@@ -879,13 +724,13 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	}
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
-	mark_dirty(ll);
+	rl_mark_dirty(ll);
 	memset(out, 0, sizeof(*out));
 	r = rl_sync_replicas > 0 ? acquire_and_wait(&e, ll, out) :
 		eval_one(&e, "acquire", ll->name, ll);
-	expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
-							 REDIS_REPLY_INTEGER) && r->elements >= 2,
-				 "acquire", ll->name);
+	rl_expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
+								REDIS_REPLY_INTEGER) && r->elements >= 2,
+					"acquire", ll->name);
 	out->acquired = r->element[0]->integer == 1;
 	if (out->acquired)
 	{
@@ -944,7 +789,7 @@ leave_queue_quietly(LocalLock *ll)
 	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
 		return;
 	HOLD_INTERRUPTS();
-	old = MemoryContextSwitchTo(cleanup_context);
+	old = MemoryContextSwitchTo(rl_cleanup_context);
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
@@ -957,7 +802,7 @@ leave_queue_quietly(LocalLock *ll)
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(old);
-	MemoryContextReset(cleanup_context);
+	MemoryContextReset(rl_cleanup_context);
 	RESUME_INTERRUPTS();
 }
 
@@ -1044,25 +889,6 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 }
 
 static void
-reserve_xact_hold(void)
-{
-	if (nxact_holds < max_xact_holds)
-		return;
-	if (xact_holds == NULL)
-	{
-		max_xact_holds = 16;
-		xact_holds = MemoryContextAlloc(TopMemoryContext,
-										sizeof(XactHold) * max_xact_holds);
-		xact_ended = MemoryContextAlloc(TopMemoryContext,
-										sizeof(LocalLock *) * max_xact_holds);
-		return;
-	}
-	max_xact_holds *= 2;
-	xact_holds = repalloc(xact_holds, sizeof(XactHold) * max_xact_holds);
-	xact_ended = repalloc(xact_ended, sizeof(LocalLock *) * max_xact_holds);
-}
-
-static void
 record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 			const Attempt *a)
 {
@@ -1087,14 +913,11 @@ record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	ll->fair = req->fair;
 	if (req->scope == RL_SCOPE_XACT)
 	{
-		xact_holds[nxact_holds].subid = GetCurrentSubTransactionId();
-		xact_holds[nxact_holds].lock = ll;
-		nxact_holds++;
-		ll->xact_holds++;
+		rl_add_xact_hold(ll);
 	}
 	else
 		ll->session_holds++;
-	publish(ll, a->fresh, true);
+	rl_publish(ll, a->fresh, true);
 	rl_stat_add(a->fresh ? RL_STAT_ACQUIRES : RL_STAT_REENTRIES, 1);
 }
 
@@ -1116,7 +939,7 @@ confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 	if (r->type == REDIS_REPLY_INTEGER && r->integer >= rl_sync_replicas)
 		return;
 
-	mark_dirty(ll);
+	rl_mark_dirty(ll);
 	given_back = trim_in_redis(1, &ll, &keep, &before, true);
 	if (given_back)
 		set_flags(ll, false, ll->queued);
@@ -1176,9 +999,9 @@ rl_lock_acquire(const RLAcquireRequest *req)
 				 errdetail("A FIFO queue cannot be kept consistent across independent masters."),
 				 errhint("Pass fair => false, or use a single server, sentinels or a cluster.")));
 	settle(false);
-	register_exit_callback();
+	rl_register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)
-		reserve_xact_hold();
+		rl_reserve_xact_hold();
 	ll = local_get(req->name,
 				   req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout);
 
@@ -1226,7 +1049,7 @@ rl_lock_release(const char *name)
 	 * call: finding the hold gone then means the first call released it.
 	 */
 	again = ll->releasing;
-	mark_dirty(ll);
+	rl_mark_dirty(ll);
 	ll->releasing = true;
 	if (!trim_in_redis(1, &ll, &keep, &before, false))
 		rl_report(&rl_cmd_conn, ERROR);
@@ -1243,7 +1066,7 @@ rl_lock_release(const char *name)
 	}
 	ll->session_holds--;
 	rl_stat_add(RL_STAT_RELEASES, 1);
-	publish(ll, false, false);
+	rl_publish(ll, false, false);
 	forget_if_unused(ll);
 	return true;
 }
@@ -1260,19 +1083,19 @@ rl_lock_release_all(void)
 	int			released = 0;
 
 	settle(false);
-	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
+	if (rl_local_locks == NULL || hash_get_num_entries(rl_local_locks) == 0)
 		return 0;
-	locks = palloc(sizeof(LocalLock *) * hash_get_num_entries(local_locks));
-	keep = palloc(sizeof(int32) * hash_get_num_entries(local_locks));
-	before = palloc(sizeof(int64) * hash_get_num_entries(local_locks));
-	hash_seq_init(&seq, local_locks);
+	locks = palloc(sizeof(LocalLock *) * hash_get_num_entries(rl_local_locks));
+	keep = palloc(sizeof(int32) * hash_get_num_entries(rl_local_locks));
+	before = palloc(sizeof(int64) * hash_get_num_entries(rl_local_locks));
+	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 	{
 		if (ll->session_holds == 0)
 			continue;
 		keep[n] = ll->xact_holds;
 		locks[n++] = ll;
-		mark_dirty(ll);			/* until the reply is in */
+		rl_mark_dirty(ll);			/* until the reply is in */
 	}
 	if (n > 0 && !trim_in_redis(n, locks, keep, before, false))
 		rl_report(&rl_cmd_conn, ERROR);
@@ -1289,7 +1112,7 @@ rl_lock_release_all(void)
 					(errmsg("redis lock \"%s\" was no longer held", locks[i]->name),
 					 errdetail("Its lease ran out or it was force-released.")));
 		locks[i]->session_holds = 0;
-		publish(locks[i], false, false);
+		rl_publish(locks[i], false, false);
 		forget_if_unused(locks[i]);
 	}
 	return released;
@@ -1327,7 +1150,7 @@ rl_lock_force_release(const char *name)
 		return deleted;
 	}
 	r = eval_one(&e, "force-release", name, NULL);
-	expect_reply(is_int(r), "force-release", name);
+	rl_expect_reply(is_int(r), "force-release", name);
 	return r->integer == 1;
 }
 
@@ -1359,7 +1182,7 @@ parse_status(const RLReply *r, const char *name, RLStatus *st)
 {
 	RLReply    *hash;
 
-	expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+	rl_expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
 				 r->element[0]->type == REDIS_REPLY_ARRAY &&
 				 r->element[0]->elements % 2 == 0 &&
 				 is_array_of(r->element[0], r->element[0]->elements, REDIS_REPLY_STRING) &&
@@ -1507,180 +1330,4 @@ rl_lock_status(const char *name, RLStatus *st)
 	settle(false);
 	status_eval(&e, name);
 	parse_status(eval_one(&e, "read", name, NULL), name, st);
-}
-
-/*
- * Ends the transaction-scope holds taken in subtransaction subid, or all of
- * them when subid is invalid, and releases them in Redis in one round trip.
- */
-static void
-end_xact_holds(SubTransactionId subid)
-{
-	LocalLock **ended = xact_ended;
-	int			nended = 0;
-	int			kept = 0;
-
-	for (int i = 0; i < nxact_holds; i++)
-	{
-		XactHold   *h = &xact_holds[i];
-		bool		seen = false;
-
-		if (subid != InvalidSubTransactionId && h->subid != subid)
-		{
-			xact_holds[kept++] = *h;
-			continue;
-		}
-		h->lock->xact_holds--;
-		publish(h->lock, false, false);
-		rl_stat_add(RL_STAT_RELEASES, 1);
-		mark_dirty(h->lock);
-		for (int j = 0; j < nended && !seen; j++)
-			seen = ended[j] == h->lock;
-		if (!seen)
-			ended[nended++] = h->lock;
-	}
-	nxact_holds = kept;
-	if (nended > 0)
-		settle_locks_quietly(nended, ended);
-	else
-		MemoryContextReset(cleanup_context);
-}
-
-static void pg_attribute_noreturn()
-lost_before_commit(LocalLock *ll)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-			 errmsg("redis lock \"%s\" was lost before COMMIT", ll->name),
-			 errdetail("Redis no longer has this session's hold (lease ran out, force-released, or Redis lost its data), so the transaction's work was not done under the lock."),
-			 errhint("Retry the transaction, or set redislock.verify_on_commit = off to commit such work anyway.")));
-}
-
-/*
- * The commit guard: a transaction that wrote data while this session holds
- * locks commits only if Redis still has every one of those holds, checked in
- * one pipelined round trip. Read-only transactions have nothing to protect.
- */
-static void
-verify_before_commit(void)
-{
-	HASH_SEQ_STATUS seq;
-	LocalLock  *ll;
-	LocalLock **held;
-	RLCommand  *cmds;
-	const char **keys;
-	RLReply   **replies;
-	int			n = 0;
-
-	if (!rl_verify_on_commit || local_locks == NULL ||
-		hash_get_num_entries(local_locks) == 0 ||
-		!TransactionIdIsValid(GetTopTransactionIdIfAny()))
-		return;
-
-	held = palloc(sizeof(LocalLock *) * hash_get_num_entries(local_locks));
-	hash_seq_init(&seq, local_locks);
-	while ((ll = hash_seq_search(&seq)) != NULL)
-	{
-		if (total_holds(ll) == 0)
-			continue;
-		if (rl_registry_is_lost(ll->slot))
-		{
-			hash_seq_term(&seq);
-			lost_before_commit(ll);
-		}
-		held[n++] = ll;
-	}
-	if (n == 0)
-		return;
-
-	cmds = palloc0(sizeof(RLCommand) * n);
-	keys = palloc(sizeof(char *) * n);
-	replies = palloc(sizeof(RLReply *) * n);
-	for (int i = 0; i < n; i++)
-	{
-		keys[i] = held[i]->name;
-		cmds[i].argc = 3;
-		cmds[i].argv[0] = "HEXISTS";
-		cmds[i].argvlen[0] = 7;
-		cmds[i].argv[1] = held[i]->name;
-		cmds[i].argvlen[1] = strlen(held[i]->name);
-		cmds[i].argv[2] = rl_owner_id();
-		cmds[i].argvlen[2] = strlen(rl_owner_id());
-	}
-	/* with Redlock, a hold counts as present when a majority has it */
-	if (!rl_run_cmds_agreed(n, cmds, keys, RL_AGREE_ONE, replies))
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not verify redis locks before COMMIT: %s",
-						rl_cmd_conn.errmsg),
-				 errhint("Set redislock.verify_on_commit = off to commit without the check.")));
-	}
-	for (int i = 0; i < n; i++)
-	{
-		if (replies[i]->type == REDIS_REPLY_ERROR)
-			rl_reply_error(replies[i], "verify", held[i]->name);
-		expect_reply(is_int(replies[i]), "verify", held[i]->name);
-		if (replies[i]->integer == 1)
-			continue;
-		if (held[i]->slot >= 0 &&
-			rl_registry_mark_lost(held[i]->slot, held[i]->generation,
-								  held[i]->epoch))
-			rl_stat_add(RL_STAT_LOST, 1);
-		lost_before_commit(held[i]);
-	}
-}
-
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-			verify_before_commit();
-			break;
-		case XACT_EVENT_PRE_PREPARE:
-			if (nxact_holds > 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that holds redis transaction-scope locks")));
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_ABORT:
-			if (nxact_holds > 0)
-				end_xact_holds(InvalidSubTransactionId);
-			hand_unsettled_to_worker();
-			break;
-		default:
-			break;
-	}
-}
-
-static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-				 SubTransactionId parentSubid, void *arg)
-{
-	switch (event)
-	{
-		case SUBXACT_EVENT_ABORT_SUB:
-			if (nxact_holds > 0)
-				end_xact_holds(mySubid);
-			hand_unsettled_to_worker();
-			break;
-		case SUBXACT_EVENT_COMMIT_SUB:
-			for (int i = 0; i < nxact_holds; i++)
-				if (xact_holds[i].subid == mySubid)
-					xact_holds[i].subid = parentSubid;
-			break;
-		default:
-			break;
-	}
-}
-
-void
-rl_lock_init(void)
-{
-	RegisterXactCallback(xact_callback, NULL);
-	RegisterSubXactCallback(subxact_callback, NULL);
 }

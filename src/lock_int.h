@@ -1,0 +1,76 @@
+/*
+ * lock_int.h
+ *	  What the files of the lock layer (lock.c, xact.c) share: the session's
+ *	  table of held locks and the helpers that keep Redis in line with it.
+ *
+ * src/lock_int.h
+ */
+#ifndef REDISLOCK_LOCK_INT_H
+#define REDISLOCK_LOCK_INT_H
+
+#include <hiredis/hiredis.h>
+
+#include "utils/hsearch.h"
+
+#include "conn.h"
+#include "lock.h"
+#include "redislock.h"
+
+/*
+ * The longest a cleanup path (after COMMIT, at abort, at exit) may wait for
+ * Redis in all, whatever redislock.connect_timeout and command_timeout say:
+ * it runs with interrupts held, so it must not make a backend unkillable.
+ * What it cannot finish is left to the next call or to the worker.
+ */
+#define CLEANUP_MS 2000	/* per cleanup step */
+
+/* What this session holds of one lock. */
+typedef struct LocalLock
+{
+	char		name[RL_NAME_MAX + 1];	/* hash key */
+	int32		session_holds;
+	int32		xact_holds;
+	bool		dirty;			/* Redis may hold more than we count */
+	bool		queued;			/* we may still stand in its fair queue */
+	bool		releasing;		/* a release of one hold may or may not have
+								 * been applied (its reply was lost) */
+	bool		unsettled;		/* the worker was told to settle it */
+	bool		watchdog;
+	bool		fair;
+	int64		lease_ms;
+	int64		token;
+	TimestampTz acquired_at;
+	int			slot;			/* in the shared registry, -1 if none */
+	uint32		generation;		/* of that slot */
+	uint32		epoch;			/* of our hold in that slot */
+	int			masters;		/* Redlock: masters that granted it */
+} LocalLock;
+
+/* lock.c: the session's table of held locks, keyed by name */
+extern HTAB *rl_local_locks;
+extern MemoryContext rl_cleanup_context;
+
+static inline int32
+total_holds(const LocalLock *ll)
+{
+	return ll->session_holds + ll->xact_holds;
+}
+
+static inline bool
+is_int(const RLReply *r)
+{
+	return r->type == REDIS_REPLY_INTEGER;
+}
+
+extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
+extern void rl_mark_dirty(LocalLock *ll);
+extern void rl_expect_reply(bool ok, const char *what, const char *name);
+extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
+extern void rl_hand_unsettled_to_worker(void);
+
+/* xact.c */
+extern void rl_reserve_xact_hold(void);
+extern void rl_add_xact_hold(LocalLock *ll);
+extern void rl_register_exit_callback(void);
+
+#endif							/* REDISLOCK_LOCK_INT_H */
