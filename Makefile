@@ -14,6 +14,7 @@ OBJS = \
 	src/scripts.o \
 	src/secrets.o \
 	src/sqlapi.o \
+	src/status.o \
 	src/transport.o \
 	src/views.o \
 	src/worker.o \

@@ -62,8 +62,8 @@ rl_owner_id(void)
  * prefixName() does: a name that has a "{" already carries its hash tag.
  * Built by copying, as they are needed on every call.
  */
-static char *
-prefixed_key(const char *prefix, const char *name)
+char *
+rl_prefixed_key(const char *prefix, const char *name)
 {
 	size_t		plen = strlen(prefix);
 	size_t		nlen = strlen(name);
@@ -84,11 +84,6 @@ prefixed_key(const char *prefix, const char *name)
 	return key;
 }
 
-#define channel_key(name) prefixed_key("redisson_lock__channel", (name))
-#define queue_key(name) prefixed_key("redisson_lock_queue", (name))
-#define timeouts_key(name) prefixed_key("redisson_lock_timeout", (name))
-#define token_key(name) prefixed_key("redisson_lock_token", (name))
-
 /*
  * The release mark of an owner (Redlock): written by its release, checked
  * before a hold is put back on a master that lost it.
@@ -96,7 +91,7 @@ prefixed_key(const char *prefix, const char *name)
 static char *
 released_key(const char *name, const char *owner)
 {
-	return psprintf("%s:%s", prefixed_key("redislock_released", name), owner);
+	return psprintf("%s:%s", rl_prefixed_key("redislock_released", name), owner);
 }
 
 /*
@@ -241,18 +236,6 @@ static char *
 token_ttl_arg(int64 lease_ms)
 {
 	return int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
-}
-
-/* An array of at least n elements, the first n of the given type. */
-static bool
-is_array_of(const RLReply *r, size_t n, int type)
-{
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < n)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (r->element[i]->type != type)
-			return false;
-	return true;
 }
 
 /* A reply that is not what our script returns: not a Redis we understand. */
@@ -416,8 +399,8 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 }
 
 /* Settles every lock of this session that is dirty or may still be queued. */
-static void
-settle(bool quiet)
+void
+rl_settle(bool quiet)
 {
 	HASH_SEQ_STATUS seq;
 	LocalLock  *ll;
@@ -461,8 +444,8 @@ rl_hand_unsettled_to_worker(void)
  * failures and error replies are raised. Once Redis has answered, the
  * outcome is known, so a lock marked dirty for this call is clean again.
  */
-static RLReply *
-eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending)
+RLReply *
+rl_eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending)
 {
 	RLReply    *r;
 
@@ -727,7 +710,7 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	rl_mark_dirty(ll);
 	memset(out, 0, sizeof(*out));
 	r = rl_sync_replicas > 0 ? acquire_and_wait(&e, ll, out) :
-		eval_one(&e, "acquire", ll->name, ll);
+		rl_eval_one(&e, "acquire", ll->name, ll);
 	rl_expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
 								REDIS_REPLY_INTEGER) && r->elements >= 2,
 					"acquire", ll->name);
@@ -998,7 +981,7 @@ rl_lock_acquire(const RLAcquireRequest *req)
 				 errmsg("fair redis locks are not supported with redlock"),
 				 errdetail("A FIFO queue cannot be kept consistent across independent masters."),
 				 errhint("Pass fair => false, or use a single server, sentinels or a cluster.")));
-	settle(false);
+	rl_settle(false);
 	rl_register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)
 		rl_reserve_xact_hold();
@@ -1040,7 +1023,7 @@ rl_lock_release(const char *name)
 				(errmsg("you don't own redis lock \"%s\"", name)));
 		return false;
 	}
-	settle(false);
+	rl_settle(false);
 	keep = total_holds(ll) - 1;
 
 	/*
@@ -1082,7 +1065,7 @@ rl_lock_release_all(void)
 	int			n = 0;
 	int			released = 0;
 
-	settle(false);
+	rl_settle(false);
 	if (rl_local_locks == NULL || hash_get_num_entries(rl_local_locks) == 0)
 		return 0;
 	locks = palloc(sizeof(LocalLock *) * hash_get_num_entries(rl_local_locks));
@@ -1124,7 +1107,7 @@ rl_lock_force_release(const char *name)
 	RLEval		e;
 	RLReply    *r;
 
-	settle(false);
+	rl_settle(false);
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_force_release;
 	e.nkeys = 3;
@@ -1149,7 +1132,7 @@ rl_lock_force_release(const char *name)
 			}
 		return deleted;
 	}
-	r = eval_one(&e, "force-release", name, NULL);
+	r = rl_eval_one(&e, "force-release", name, NULL);
 	rl_expect_reply(is_int(r), "force-release", name);
 	return r->integer == 1;
 }
@@ -1163,171 +1146,4 @@ rl_lock_fencing_token(const char *name, int64 *token)
 		return false;
 	*token = ll->token;
 	return true;
-}
-
-static void
-status_eval(RLEval *e, const char *name)
-{
-	memset(e, 0, sizeof(*e));
-	e->script = &rl_script_status;
-	e->nkeys = 3;
-	e->keys[0] = name;
-	e->keys[1] = queue_key(name);
-	e->keys[2] = token_key(name);
-}
-
-/* Reads status.lua's reply into st. */
-static void
-parse_status(const RLReply *r, const char *name, RLStatus *st)
-{
-	RLReply    *hash;
-
-	rl_expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
-				 r->element[0]->type == REDIS_REPLY_ARRAY &&
-				 r->element[0]->elements % 2 == 0 &&
-				 is_array_of(r->element[0], r->element[0]->elements, REDIS_REPLY_STRING) &&
-				 is_int(r->element[1]) && is_int(r->element[2]) &&
-				 (r->element[3]->type == REDIS_REPLY_STRING ||
-				  r->element[3]->type == REDIS_REPLY_NIL),
-				 "read", name);
-
-	memset(st, 0, sizeof(*st));
-	st->mode = rl_mode_name();
-	hash = r->element[0];
-	st->nholders = hash->elements / 2;
-	st->holders = palloc(sizeof(char *) * Max(st->nholders, 1));
-	for (int i = 0; i < st->nholders; i++)
-	{
-		st->holders[i] = hash->element[2 * i]->str;
-		st->hold_count += strtoll(hash->element[2 * i + 1]->str, NULL, 10);
-		if (strcmp(st->holders[i], rl_owner_id()) == 0)
-			st->held_by_me = true;
-	}
-	st->locked = st->nholders > 0;
-	st->ttl_ms = r->element[1]->integer >= 0 ? r->element[1]->integer : -1;
-	st->queue_length = r->element[2]->integer;
-	if (r->element[3]->type == REDIS_REPLY_STRING)
-	{
-		st->has_token = true;
-		st->token = strtoll(r->element[3]->str, NULL, 10);
-	}
-}
-
-/*
- * Every Redlock master's view of a lock (one row per master). Outside
- * Redlock, the single view of the server or cluster.
- */
-int
-rl_lock_node_status(const char *name, RLNodeStatus **out)
-{
-	RLEval		e;
-	RLReply  ***per;
-	RLNodeStatus *nodes;
-	int			n;
-
-	settle(false);
-	status_eval(&e, name);
-	if (rl_mode() != RL_MODE_REDLOCK)
-	{
-		nodes = palloc0(sizeof(RLNodeStatus));
-		nodes[0].node = rl_server_desc();
-		parse_status(eval_one(&e, "read", name, NULL), name, &nodes[0].st);
-		*out = nodes;
-		return 1;
-	}
-	n = rl_redlock_size();
-	per = palloc0(sizeof(RLReply **) * n);
-	nodes = palloc0(sizeof(RLNodeStatus) * n);
-	(void) rl_run_all(1, &e, per);
-	for (int i = 0; i < n; i++)
-	{
-		nodes[i].node = rl_redlock_conn(i)->node.desc;
-		if (per[i] == NULL)
-			nodes[i].error = pstrdup(rl_redlock_conn(i)->errmsg);
-		else if (rl_is_not_lock(per[i][0]))
-			rl_reply_error(per[i][0], "read", name);
-		else if (per[i][0]->type == REDIS_REPLY_ERROR)
-			nodes[i].error = per[i][0]->str;
-		else
-			parse_status(per[i][0], name, &nodes[i].st);
-	}
-	*out = nodes;
-	return n;
-}
-
-/*
- * A Redlock lock's status is what a majority of masters agree on: the
- * owners present on a majority hold it; its ttl is the shortest among them.
- * A read-write lock may have any number of readers, so the owners that can
- * reach a majority are counted from the replies, not from the masters.
- */
-static void
-redlock_status(const char *name, RLStatus *st)
-{
-	RLNodeStatus *nodes;
-	int			n = rl_lock_node_status(name, &nodes);
-	int			nanswered = 0;
-	int			maxholders = 0;
-
-	memset(st, 0, sizeof(*st));
-	st->mode = rl_mode_name();
-	for (int i = 0; i < n; i++)
-		if (nodes[i].error == NULL)
-			maxholders += nodes[i].st.nholders;
-	st->holders = palloc(sizeof(char *) * Max(maxholders, 1));
-	st->ttl_ms = -1;
-	for (int i = 0; i < n; i++)
-	{
-		if (nodes[i].error != NULL)
-			continue;
-		nanswered++;
-		if (nodes[i].st.has_token)
-		{
-			st->has_token = true;
-			st->token = Max(st->token, nodes[i].st.token);
-		}
-		for (int h = 0; h < nodes[i].st.nholders; h++)
-		{
-			const char *owner = nodes[i].st.holders[h];
-			int			votes = 0;
-			bool		seen = false;
-
-			for (int k = 0; k < st->nholders && !seen; k++)
-				seen = strcmp(st->holders[k], owner) == 0;
-			for (int j = 0; j < n && !seen; j++)
-				for (int k = 0; nodes[j].error == NULL && k < nodes[j].st.nholders; k++)
-					votes += strcmp(nodes[j].st.holders[k], owner) == 0 ? 1 : 0;
-			if (seen || votes < rl_redlock_quorum())
-				continue;
-			st->holders[st->nholders++] = pstrdup(owner);
-			st->hold_count = Max(st->hold_count, nodes[i].st.hold_count);
-			st->held_by_me |= strcmp(owner, rl_owner_id()) == 0;
-		}
-		if (nodes[i].st.locked && nodes[i].st.ttl_ms >= 0 &&
-			(st->ttl_ms < 0 || nodes[i].st.ttl_ms < st->ttl_ms))
-			st->ttl_ms = nodes[i].st.ttl_ms;
-	}
-	if (nanswered < rl_redlock_quorum())
-	{
-		(void) rl_redlock_no_majority();
-		rl_report(&rl_cmd_conn, ERROR);
-	}
-	st->locked = st->nholders > 0;
-	if (!st->locked)
-		st->ttl_ms = -1;
-}
-
-void
-rl_lock_status(const char *name, RLStatus *st)
-{
-	RLEval		e;
-
-	if (rl_mode() == RL_MODE_REDLOCK)
-	{
-		redlock_status(name, st);
-		return;
-	}
-	settle(false);
-	status_eval(&e, name);
-	parse_status(eval_one(&e, "read", name, NULL), name, st);
 }

@@ -1,7 +1,8 @@
 /*
  * lock_int.h
- *	  What the files of the lock layer (lock.c, xact.c) share: the session's
- *	  table of held locks and the helpers that keep Redis in line with it.
+ *	  What the files of the lock layer (lock.c, xact.c, status.c) share: the
+ *	  session's table of held locks, the names of a lock's Redis keys, and
+ *	  the helpers that keep Redis in line with the table.
  *
  * src/lock_int.h
  */
@@ -50,6 +51,14 @@ typedef struct LocalLock
 extern HTAB *rl_local_locks;
 extern MemoryContext rl_cleanup_context;
 
+/* The Redis keys of a lock besides the hash itself (see rl_prefixed_key). */
+extern char *rl_prefixed_key(const char *prefix, const char *name);
+
+#define channel_key(name) rl_prefixed_key("redisson_lock__channel", (name))
+#define queue_key(name) rl_prefixed_key("redisson_lock_queue", (name))
+#define timeouts_key(name) rl_prefixed_key("redisson_lock_timeout", (name))
+#define token_key(name) rl_prefixed_key("redisson_lock_token", (name))
+
 static inline int32
 total_holds(const LocalLock *ll)
 {
@@ -62,11 +71,26 @@ is_int(const RLReply *r)
 	return r->type == REDIS_REPLY_INTEGER;
 }
 
+/* An array of at least n elements, the first n of the given type. */
+static inline bool
+is_array_of(const RLReply *r, size_t n, int type)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (r->element[i]->type != type)
+			return false;
+	return true;
+}
+
 extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
 extern void rl_mark_dirty(LocalLock *ll);
 extern void rl_expect_reply(bool ok, const char *what, const char *name);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
 extern void rl_hand_unsettled_to_worker(void);
+extern void rl_settle(bool quiet);
+extern RLReply *rl_eval_one(const RLEval *e, const char *what,
+							const char *name, LocalLock *pending);
 
 /* xact.c */
 extern void rl_reserve_xact_hold(void);
