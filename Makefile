@@ -9,6 +9,7 @@ OBJS = \
 	src/pipeline.o \
 	src/pubsub.o \
 	src/redislock.o \
+	src/redlock.o \
 	src/registry.o \
 	src/route.o \
 	src/scripts.o \

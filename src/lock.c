@@ -16,7 +16,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
@@ -31,18 +30,6 @@
 #include "registry.h"
 #include "route.h"
 #include "scripts.h"
-
-/* The outcome of one acquisition attempt. */
-typedef struct Attempt
-{
-	bool		acquired;
-	bool		fresh;			/* taken anew, not re-entered */
-	int64		token;
-	int64		pttl;			/* holder's remaining lease, -1/-2 as PTTL */
-	bool		head;			/* first in the fair queue */
-	int			masters;		/* Redlock: masters that granted it */
-	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
-} Attempt;
 
 HTAB	   *rl_local_locks = NULL;
 static int	npending = 0;		/* entries that are dirty or queued */
@@ -88,8 +75,8 @@ rl_prefixed_key(const char *prefix, const char *name)
  * The release mark of an owner (Redlock): written by its release, checked
  * before a hold is put back on a master that lost it.
  */
-static char *
-released_key(const char *name, const char *owner)
+char *
+rl_released_key(const char *name, const char *owner)
 {
 	return psprintf("%s:%s", rl_prefixed_key("redislock_released", name), owner);
 }
@@ -205,8 +192,8 @@ rl_publish(LocalLock *ll, bool fresh, bool renewed)
 }
 
 /* Sets ll's flags, keeping count of entries that need settling. */
-static void
-set_flags(LocalLock *ll, bool dirty, bool queued)
+void
+rl_set_flags(LocalLock *ll, bool dirty, bool queued)
 {
 	npending += (int) (dirty || queued) - (int) (ll->dirty || ll->queued);
 	ll->dirty = dirty;
@@ -216,11 +203,11 @@ set_flags(LocalLock *ll, bool dirty, bool queued)
 void
 rl_mark_dirty(LocalLock *ll)
 {
-	set_flags(ll, true, ll->queued);
+	rl_set_flags(ll, true, ll->queued);
 }
 
-static char *
-int64_arg(int64 v)
+char *
+rl_int64_arg(int64 v)
 {
 	char	   *buf = palloc(MAXINT8LEN + 1);
 
@@ -232,10 +219,10 @@ int64_arg(int64 v)
  * How long a fencing counter lives after an acquisition, in ms: never less
  * than the lease, so that it cannot expire under a fixed-lease hold.
  */
-static char *
-token_ttl_arg(int64 lease_ms)
+char *
+rl_token_ttl_arg(int64 lease_ms)
 {
-	return int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
+	return rl_int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
 }
 
 /* A reply that is not what our script returns: not a Redis we understand. */
@@ -268,15 +255,15 @@ rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
 	e->keys[3] = timeouts_key(name);
 	e->nargs = 4;
 	e->args[0] = owner;
-	e->args[1] = int64_arg(keep);
+	e->args[1] = rl_int64_arg(keep);
 	e->args[2] = leave ? "1" : "0";
 	e->args[3] = rl_publish_command();
 	if (keep == 0 && mark_ms > 0 && rl_mode() == RL_MODE_REDLOCK)
 	{
 		e->nkeys = 5;
-		e->keys[4] = released_key(name, owner);
+		e->keys[4] = rl_released_key(name, owner);
 		e->nargs = 5;
-		e->args[4] = int64_arg(Max(mark_ms, RELEASE_MARK_MIN_MS));
+		e->args[4] = rl_int64_arg(Max(mark_ms, RELEASE_MARK_MIN_MS));
 	}
 }
 
@@ -294,14 +281,14 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
 	e->nkeys = 1;
 	e->keys[0] = name;
 	e->nargs = 2;
-	e->args[0] = int64_arg(lease_ms);
+	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = owner;
 	if (restore)
 	{
 		e->nkeys = 2;
-		e->keys[1] = released_key(name, owner);
+		e->keys[1] = rl_released_key(name, owner);
 		e->nargs = 3;
-		e->args[2] = int64_arg(Max(holds, 1));
+		e->args[2] = rl_int64_arg(Max(holds, 1));
 	}
 }
 
@@ -315,9 +302,9 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
  * answered (it would reach Redis in either order): false after the command
  * timeout.
  */
-static bool
-trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
-			  bool quiet)
+bool
+rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
+				 bool quiet)
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
@@ -380,7 +367,7 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 
 	for (int i = 0; i < n; i++)
 		keep[i] = total_holds(locks[i]);
-	if (n > 0 && !trim_in_redis(n, locks, keep, before, quiet))
+	if (n > 0 && !rl_trim_in_redis(n, locks, keep, before, quiet))
 	{
 		if (!quiet)
 			rl_report(&rl_cmd_conn, ERROR);
@@ -392,7 +379,7 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 	}
 	for (int i = 0; i < n; i++)
 	{
-		set_flags(locks[i], false, false);
+		rl_set_flags(locks[i], false, false);
 		forget_if_unused(locks[i]);
 	}
 	return true;
@@ -455,171 +442,13 @@ rl_eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pend
 		rl_report(&rl_cmd_conn, ERROR);
 	}
 	if (pending)
-		set_flags(pending, false, pending->queued);
+		rl_set_flags(pending, false, pending->queued);
 	if (r->type == REDIS_REPLY_ERROR)
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_reply_error(r, what, name);
 	}
 	return r;
-}
-
-/* Is r the reply acquire.lua gives: {1, token, fresh} or {0, pttl}? */
-static bool
-is_acquire_reply(const RLReply *r)
-{
-	return r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-		is_array_of(r, r->elements, REDIS_REPLY_INTEGER);
-}
-
-/*
- * Commits the fencing token of a fresh Redlock acquisition: the largest
- * counter of the majority that granted it, written back to every master
- * that has less. The previous holder left its token on a majority too, and
- * two majorities overlap, so tokens strictly increase from holder to holder
- * as long as no master of that overlap lost its data in between. When a
- * majority already returned that very value (counters in step, the usual
- * case) it is on a majority already and this round trip is skipped.
- */
-static bool
-commit_token(LocalLock *ll, int64 token, int64 lease_ms)
-{
-	RLEval		e;
-	RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
-	int			nraised = 0;
-
-	memset(&e, 0, sizeof(e));
-	e.script = &rl_script_raise_token;
-	e.nkeys = 1;
-	e.keys[0] = token_key(ll->name);
-	e.nargs = 2;
-	e.args[0] = int64_arg(token);
-	e.args[1] = token_ttl_arg(lease_ms);
-	(void) rl_run_all(1, &e, per);
-	for (int node = 0; node < rl_redlock_size(); node++)
-		if (per[node] != NULL && is_int(per[node][0]) && per[node][0]->integer == token)
-			nraised++;
-	return nraised >= rl_redlock_quorum();
-}
-
-/*
- * When a Redlock attempt failed, when to try again: once enough masters
- * are free by the refusals' lease ends, or after a short random delay when
- * nobody seems to hold a majority (contenders split the votes and are
- * rolling back). The jitter keeps contenders from colliding again.
- */
-static int64
-redlock_retry_ms(int64 *pttls, int nrefused, int nfree)
-{
-	int			need = rl_redlock_quorum() - nfree;
-	int64		jitter = (int64) (pg_prng_uint64(&pg_global_prng_state) % 50);
-
-	if (need <= 0 || nrefused < rl_redlock_quorum())
-		return 10 + jitter;
-	for (int i = 1; i < nrefused; i++)
-		for (int j = i; j > 0 && pttls[j - 1] > pttls[j]; j--)
-		{
-			int64		t = pttls[j];
-
-			pttls[j] = pttls[j - 1];
-			pttls[j - 1] = t;
-		}
-	return Max(pttls[need - 1], 0) + jitter;
-}
-
-/*
- * One Redlock acquisition attempt: acquire.lua on every master at once.
- * Taken when a majority granted it within its validity (lease minus the
- * time it took minus clock drift) and the fencing token was committed;
- * otherwise given back on every master.
- */
-static void
-redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
-{
-	RLEval		e;
-	int			nnodes = rl_redlock_size();
-	RLReply  ***per = palloc0(sizeof(RLReply **) * nnodes);
-	int64	   *pttls = palloc(sizeof(int64) * nnodes);
-	TimestampTz start = GetCurrentTimestamp();
-	int			granted = 0;
-	int			at_token = 0;
-	int			held_before = 0;
-	int			nrefused = 0;
-	int			nfree = 0;
-	int64		token = 0;
-	int64		drift = lease_ms * rl_redlock_drift / 1000 + 2;
-	RLReply    *error = NULL;
-
-	memset(&e, 0, sizeof(e));
-	e.script = &rl_script_acquire;
-	e.nkeys = 3;
-	e.keys[0] = ll->name;
-	e.keys[1] = token_key(ll->name);
-	e.keys[2] = released_key(ll->name, rl_owner_id());
-	e.nargs = 4;
-	e.args[0] = int64_arg(lease_ms);
-	e.args[1] = rl_owner_id();
-	e.args[2] = int64_arg(target);
-	e.args[3] = token_ttl_arg(lease_ms);
-
-	rl_mark_dirty(ll);
-	if (!rl_run_majority(1, &e, per))
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		rl_report(&rl_cmd_conn, ERROR);
-	}
-	for (int node = 0; node < nnodes; node++)
-	{
-		RLReply    *r;
-
-		if (per[node] == NULL)
-			continue;
-		r = per[node][0];
-		if (!is_acquire_reply(r))
-		{
-			error = error ? error : r;
-			continue;
-		}
-		if (r->element[0]->integer == 1)
-		{
-			granted++;
-			if (r->element[1]->integer > token)
-				at_token = 0;
-			if (r->element[1]->integer >= token)
-				at_token++;
-			token = Max(token, r->element[1]->integer);
-			held_before += (r->elements > 2 && r->element[2]->integer == 0) ? 1 : 0;
-		}
-		else
-			pttls[nrefused++] = r->element[1]->integer;
-	}
-	nfree = nnodes - nrefused;
-
-	memset(out, 0, sizeof(*out));
-	out->fresh = held_before < rl_redlock_quorum();
-	if (granted >= rl_redlock_quorum() &&
-		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token, lease_ms)) &&
-		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
-	{
-		out->acquired = true;
-		out->masters = granted;
-		out->token = out->fresh ? token : ll->token;
-		set_flags(ll, false, false);
-		return;
-	}
-
-	/* not ours: give back what we got, on every master */
-	{
-		int32		keep = total_holds(ll);
-		int64		before;
-
-		if (trim_in_redis(1, &ll, &keep, &before, true))
-			set_flags(ll, false, ll->queued);
-	}
-	if (error != NULL && error->type == REDIS_REPLY_ERROR && granted + nrefused < rl_redlock_quorum())
-		rl_reply_error(error, "acquire", ll->name);
-	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), "acquire", ll->name);
-	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
 }
 
 /* The WAIT timeout of redislock.sync_replicas, in ms. */
@@ -655,7 +484,7 @@ acquire_and_wait(const RLEval *e, LocalLock *ll, Attempt *out)
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_report(&rl_cmd_conn, ERROR);
 	}
-	set_flags(ll, false, ll->queued);
+	rl_set_flags(ll, false, ll->queued);
 	if (replies[0]->type == REDIS_REPLY_ERROR)
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
@@ -675,13 +504,13 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 
 	if (rl_mode() == RL_MODE_REDLOCK)
 	{
-		redlock_attempt(ll, lease_ms, target, out);
+		rl_redlock_attempt(ll, lease_ms, target, out);
 		return;
 	}
 	memset(&e, 0, sizeof(e));
-	e.args[0] = int64_arg(lease_ms);
+	e.args[0] = rl_int64_arg(lease_ms);
 	e.args[1] = rl_owner_id();
-	e.args[2] = int64_arg(target);
+	e.args[2] = rl_int64_arg(target);
 	e.keys[0] = ll->name;
 	if (fair)
 	{
@@ -691,11 +520,11 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		e.keys[2] = timeouts_key(ll->name);
 		e.keys[3] = token_key(ll->name);
 		e.nargs = 6;
-		e.args[3] = int64_arg(rl_fair_wait_timeout);
+		e.args[3] = rl_int64_arg(rl_fair_wait_timeout);
 		e.args[4] = enqueue ? "1" : "0";
-		e.args[5] = token_ttl_arg(lease_ms);
+		e.args[5] = rl_token_ttl_arg(lease_ms);
 		if (enqueue)
-			set_flags(ll, ll->dirty, true);
+			rl_set_flags(ll, ll->dirty, true);
 	}
 	else
 	{
@@ -703,7 +532,7 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		e.nkeys = 2;
 		e.keys[1] = token_key(ll->name);
 		e.nargs = 4;
-		e.args[3] = token_ttl_arg(lease_ms);
+		e.args[3] = rl_token_ttl_arg(lease_ms);
 	}
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
@@ -719,7 +548,7 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	{
 		out->token = r->element[1]->integer;
 		out->fresh = r->elements > 2 && r->element[2]->integer == 1;
-		set_flags(ll, ll->dirty, false);
+		rl_set_flags(ll, ll->dirty, false);
 	}
 	else
 	{
@@ -776,8 +605,8 @@ leave_queue_quietly(LocalLock *ll)
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
-		if (trim_in_redis(1, &ll, &keep, &before, true))
-			set_flags(ll, ll->dirty, false);
+		if (rl_trim_in_redis(1, &ll, &keep, &before, true))
+			rl_set_flags(ll, ll->dirty, false);
 	}
 	PG_FINALLY();
 	{
@@ -859,9 +688,9 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 		int32		keep = total_holds(ll);
 		int64		before;
 
-		if (!trim_in_redis(1, &ll, &keep, &before, false))
+		if (!rl_trim_in_redis(1, &ll, &keep, &before, false))
 			rl_report(&rl_cmd_conn, ERROR);
-		set_flags(ll, ll->dirty, false);
+		rl_set_flags(ll, ll->dirty, false);
 	}
 	if (!acquired && by_lock_timeout)
 		ereport(ERROR,
@@ -923,9 +752,9 @@ confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 		return;
 
 	rl_mark_dirty(ll);
-	given_back = trim_in_redis(1, &ll, &keep, &before, true);
+	given_back = rl_trim_in_redis(1, &ll, &keep, &before, true);
 	if (given_back)
-		set_flags(ll, false, ll->queued);
+		rl_set_flags(ll, false, ll->queued);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("redis lock \"%s\" was not confirmed by %d replicas",
@@ -1034,9 +863,9 @@ rl_lock_release(const char *name)
 	again = ll->releasing;
 	rl_mark_dirty(ll);
 	ll->releasing = true;
-	if (!trim_in_redis(1, &ll, &keep, &before, false))
+	if (!rl_trim_in_redis(1, &ll, &keep, &before, false))
 		rl_report(&rl_cmd_conn, ERROR);
-	set_flags(ll, false, ll->queued);
+	rl_set_flags(ll, false, ll->queued);
 	ll->releasing = false;
 	if (before == 0 && !again)
 	{
@@ -1080,11 +909,11 @@ rl_lock_release_all(void)
 		locks[n++] = ll;
 		rl_mark_dirty(ll);			/* until the reply is in */
 	}
-	if (n > 0 && !trim_in_redis(n, locks, keep, before, false))
+	if (n > 0 && !rl_trim_in_redis(n, locks, keep, before, false))
 		rl_report(&rl_cmd_conn, ERROR);
 	for (int i = 0; i < n; i++)
 	{
-		set_flags(locks[i], false, locks[i]->queued);
+		rl_set_flags(locks[i], false, locks[i]->queued);
 		if (before[i] > 0)
 		{
 			released++;

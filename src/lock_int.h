@@ -1,8 +1,8 @@
 /*
  * lock_int.h
- *	  What the files of the lock layer (lock.c, xact.c, status.c) share: the
- *	  session's table of held locks, the names of a lock's Redis keys, and
- *	  the helpers that keep Redis in line with the table.
+ *	  What the files of the lock layer (lock.c, xact.c, status.c,
+ *	  redlock.c) share: the session's table of held locks, the names of a
+ *	  lock's Redis keys, and the helpers that keep Redis in line with it.
  *
  * src/lock_int.h
  */
@@ -47,6 +47,18 @@ typedef struct LocalLock
 	int			masters;		/* Redlock: masters that granted it */
 } LocalLock;
 
+/* The outcome of one acquisition attempt. */
+typedef struct Attempt
+{
+	bool		acquired;
+	bool		fresh;			/* taken anew, not re-entered */
+	int64		token;
+	int64		pttl;			/* holder's remaining lease, -1/-2 as PTTL */
+	bool		head;			/* first in the fair queue */
+	int			masters;		/* Redlock: masters that granted it */
+	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
+} Attempt;
+
 /* lock.c: the session's table of held locks, keyed by name */
 extern HTAB *rl_local_locks;
 extern MemoryContext rl_cleanup_context;
@@ -58,6 +70,7 @@ extern char *rl_prefixed_key(const char *prefix, const char *name);
 #define queue_key(name) rl_prefixed_key("redisson_lock_queue", (name))
 #define timeouts_key(name) rl_prefixed_key("redisson_lock_timeout", (name))
 #define token_key(name) rl_prefixed_key("redisson_lock_token", (name))
+extern char *rl_released_key(const char *name, const char *owner);
 
 static inline int32
 total_holds(const LocalLock *ll)
@@ -84,13 +97,22 @@ is_array_of(const RLReply *r, size_t n, int type)
 }
 
 extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
+extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
 extern void rl_mark_dirty(LocalLock *ll);
+extern char *rl_int64_arg(int64 v);
+extern char *rl_token_ttl_arg(int64 lease_ms);
 extern void rl_expect_reply(bool ok, const char *what, const char *name);
+extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
+							 int64 *before, bool quiet);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
 extern void rl_hand_unsettled_to_worker(void);
 extern void rl_settle(bool quiet);
 extern RLReply *rl_eval_one(const RLEval *e, const char *what,
 							const char *name, LocalLock *pending);
+
+/* redlock.c */
+extern void rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target,
+							   Attempt *out);
 
 /* xact.c */
 extern void rl_reserve_xact_hold(void);
