@@ -5,6 +5,7 @@ MODULE_big = redislock
 OBJS = \
 	src/config.o \
 	src/conn.o \
+	src/fanout.o \
 	src/lock.o \
 	src/pipeline.o \
 	src/pubsub.o \
