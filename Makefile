@@ -5,18 +5,22 @@ MODULE_big = redislock
 OBJS = \
 	src/config.o \
 	src/conn.o \
+	src/fanout.o \
 	src/lock.o \
 	src/pipeline.o \
 	src/pubsub.o \
 	src/redislock.o \
+	src/redlock.o \
 	src/registry.o \
 	src/route.o \
 	src/scripts.o \
 	src/secrets.o \
 	src/sqlapi.o \
+	src/status.o \
 	src/transport.o \
 	src/views.o \
-	src/worker.o
+	src/worker.o \
+	src/xact.o
 
 EXTENSION = redislock
 DATA = sql/redislock--1.0.sql

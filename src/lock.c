@@ -1,7 +1,7 @@
 /*
  * lock.c
- *	  Acquire, wait and release for one session, its table of held locks, and
- *	  their end at COMMIT/ROLLBACK, subtransaction abort and session exit.
+ *	  Acquire, wait and release for one session, and its table of held
+ *	  locks; transaction scopes and the session's end are in xact.c.
  *
  * Redis holds the truth (hash field = our owner id, value = hold count); the
  * local table mirrors it. Every script takes the hold count we want Redis to
@@ -10,20 +10,13 @@
  * this session, or its exit, trims Redis back to the local count; a session
  * that stays idle after such a failure hands that trim to the worker.
  *
- * What runs after COMMIT, at abort and at exit must not throw and must not
- * wait long: it is bounded by CLEANUP_MS whatever the settings, and an
- * ending session hands its locks to the worker before it talks to Redis.
- *
  * src/lock.c
  */
 #include "postgres.h"
 
 #include <hiredis/hiredis.h>
 
-#include "access/xact.h"
-#include "common/pg_prng.h"
 #include "miscadmin.h"
-#include "storage/ipc.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -32,73 +25,16 @@
 #include "utils/wait_event.h"
 
 #include "conn.h"
-#include "lock.h"
+#include "lock_int.h"
 #include "redislock.h"
 #include "registry.h"
 #include "route.h"
 #include "scripts.h"
 
-/*
- * The longest a cleanup path (after COMMIT, at abort, at exit) may wait for
- * Redis in all, whatever redislock.connect_timeout and command_timeout say:
- * it runs with interrupts held, so it must not make a backend unkillable.
- * What it cannot finish is left to the next call or to the worker.
- */
-#define CLEANUP_MS 2000	/* per cleanup step */
-
-/* What this session holds of one lock. */
-typedef struct LocalLock
-{
-	char		name[RL_NAME_MAX + 1];	/* hash key */
-	int32		session_holds;
-	int32		xact_holds;
-	bool		dirty;			/* Redis may hold more than we count */
-	bool		queued;			/* we may still stand in its fair queue */
-	bool		releasing;		/* a release of one hold may or may not have
-								 * been applied (its reply was lost) */
-	bool		unsettled;		/* the worker was told to settle it */
-	bool		watchdog;
-	bool		fair;
-	int64		lease_ms;
-	int64		token;
-	TimestampTz acquired_at;
-	int			slot;			/* in the shared registry, -1 if none */
-	uint32		generation;		/* of that slot */
-	uint32		epoch;			/* of our hold in that slot */
-	int			masters;		/* Redlock: masters that granted it */
-} LocalLock;
-
-/* One transaction-scope hold and the subtransaction that took it. */
-typedef struct XactHold
-{
-	SubTransactionId subid;
-	LocalLock  *lock;
-} XactHold;
-
-/* The outcome of one acquisition attempt. */
-typedef struct Attempt
-{
-	bool		acquired;
-	bool		fresh;			/* taken anew, not re-entered */
-	int64		token;
-	int64		pttl;			/* holder's remaining lease, -1/-2 as PTTL */
-	bool		head;			/* first in the fair queue */
-	int			masters;		/* Redlock: masters that granted it */
-	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
-} Attempt;
-
-static HTAB *local_locks = NULL;
+HTAB	   *rl_local_locks = NULL;
 static int	npending = 0;		/* entries that are dirty or queued */
-static XactHold *xact_holds = NULL;
-static LocalLock **xact_ended = NULL;	/* room for end_xact_holds(), which
-										 * must not allocate after COMMIT */
-static int	nxact_holds = 0;
-static int	max_xact_holds = 0;
-static MemoryContext cleanup_context = NULL;
-static bool exit_callback_registered = false;
+MemoryContext rl_cleanup_context = NULL;
 static char owner_id[RL_OWNER_MAX];
-
-static void release_at_exit(int code, Datum arg);
 
 const char *
 rl_owner_id(void)
@@ -113,8 +49,8 @@ rl_owner_id(void)
  * prefixName() does: a name that has a "{" already carries its hash tag.
  * Built by copying, as they are needed on every call.
  */
-static char *
-prefixed_key(const char *prefix, const char *name)
+char *
+rl_prefixed_key(const char *prefix, const char *name)
 {
 	size_t		plen = strlen(prefix);
 	size_t		nlen = strlen(name);
@@ -135,19 +71,14 @@ prefixed_key(const char *prefix, const char *name)
 	return key;
 }
 
-#define channel_key(name) prefixed_key("redisson_lock__channel", (name))
-#define queue_key(name) prefixed_key("redisson_lock_queue", (name))
-#define timeouts_key(name) prefixed_key("redisson_lock_timeout", (name))
-#define token_key(name) prefixed_key("redisson_lock_token", (name))
-
 /*
  * The release mark of an owner (Redlock): written by its release, checked
  * before a hold is put back on a master that lost it.
  */
-static char *
-released_key(const char *name, const char *owner)
+char *
+rl_released_key(const char *name, const char *owner)
 {
-	return psprintf("%s:%s", prefixed_key("redislock_released", name), owner);
+	return psprintf("%s:%s", rl_prefixed_key("redislock_released", name), owner);
 }
 
 /*
@@ -170,22 +101,22 @@ ensure_local_table(void)
 {
 	HASHCTL		ctl;
 
-	if (local_locks)
+	if (rl_local_locks)
 		return;
 	ctl.keysize = RL_NAME_MAX + 1;
 	ctl.entrysize = sizeof(LocalLock);
-	local_locks = hash_create("redislock held locks", 16, &ctl,
-							  HASH_ELEM | HASH_STRINGS);
-	cleanup_context = AllocSetContextCreate(TopMemoryContext,
-											"redislock cleanup",
-											ALLOCSET_SMALL_SIZES);
+	rl_local_locks = hash_create("redislock held locks", 16, &ctl,
+								 HASH_ELEM | HASH_STRINGS);
+	rl_cleanup_context = AllocSetContextCreate(TopMemoryContext,
+											   "redislock cleanup",
+											   ALLOCSET_SMALL_SIZES);
 }
 
 static LocalLock *
 local_find(const char *name)
 {
 	ensure_local_table();
-	return hash_search(local_locks, name, HASH_FIND, NULL);
+	return hash_search(rl_local_locks, name, HASH_FIND, NULL);
 }
 
 /*
@@ -203,15 +134,15 @@ local_get(const char *name, int64 lease_ms)
 
 	if (ll != NULL)
 		return ll;
-	if (hash_get_num_entries(local_locks) >= rl_max_locks_per_session)
+	if (hash_get_num_entries(rl_local_locks) >= rl_max_locks_per_session)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many redis locks in this session"),
 				 errdetail("This session already holds or waits for %ld distinct redis locks; redislock.max_locks_per_session is %d.",
-						   hash_get_num_entries(local_locks), rl_max_locks_per_session),
+						   hash_get_num_entries(rl_local_locks), rl_max_locks_per_session),
 				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
 	slot = rl_registry_reserve(name, rl_owner_id(), lease_ms, &generation);
-	ll = hash_search(local_locks, name, HASH_ENTER, NULL);
+	ll = hash_search(rl_local_locks, name, HASH_ENTER, NULL);
 	ll->session_holds = 0;
 	ll->xact_holds = 0;
 	ll->dirty = false;
@@ -229,25 +160,19 @@ local_get(const char *name, int64 lease_ms)
 	return ll;
 }
 
-static int32
-total_holds(const LocalLock *ll)
-{
-	return ll->session_holds + ll->xact_holds;
-}
-
 static void
 forget_if_unused(LocalLock *ll)
 {
 	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
 	{
 		rl_registry_free(ll->slot, ll->generation);
-		hash_search(local_locks, ll->name, HASH_REMOVE, NULL);
+		hash_search(rl_local_locks, ll->name, HASH_REMOVE, NULL);
 	}
 }
 
 /* Shows the worker and the redis_locks view what we now hold of ll. */
-static void
-publish(LocalLock *ll, bool fresh, bool renewed)
+void
+rl_publish(LocalLock *ll, bool fresh, bool renewed)
 {
 	RLSlotInfo	info;
 
@@ -267,22 +192,22 @@ publish(LocalLock *ll, bool fresh, bool renewed)
 }
 
 /* Sets ll's flags, keeping count of entries that need settling. */
-static void
-set_flags(LocalLock *ll, bool dirty, bool queued)
+void
+rl_set_flags(LocalLock *ll, bool dirty, bool queued)
 {
 	npending += (int) (dirty || queued) - (int) (ll->dirty || ll->queued);
 	ll->dirty = dirty;
 	ll->queued = queued;
 }
 
-static void
-mark_dirty(LocalLock *ll)
+void
+rl_mark_dirty(LocalLock *ll)
 {
-	set_flags(ll, true, ll->queued);
+	rl_set_flags(ll, true, ll->queued);
 }
 
-static char *
-int64_arg(int64 v)
+char *
+rl_int64_arg(int64 v)
 {
 	char	   *buf = palloc(MAXINT8LEN + 1);
 
@@ -294,33 +219,15 @@ int64_arg(int64 v)
  * How long a fencing counter lives after an acquisition, in ms: never less
  * than the lease, so that it cannot expire under a fixed-lease hold.
  */
-static char *
-token_ttl_arg(int64 lease_ms)
+char *
+rl_token_ttl_arg(int64 lease_ms)
 {
-	return int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
-}
-
-static bool
-is_int(const RLReply *r)
-{
-	return r->type == REDIS_REPLY_INTEGER;
-}
-
-/* An array of at least n elements, the first n of the given type. */
-static bool
-is_array_of(const RLReply *r, size_t n, int type)
-{
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < n)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (r->element[i]->type != type)
-			return false;
-	return true;
+	return rl_int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
 }
 
 /* A reply that is not what our script returns: not a Redis we understand. */
-static void
-expect_reply(bool ok, const char *what, const char *name)
+void
+rl_expect_reply(bool ok, const char *what, const char *name)
 {
 	if (!ok)
 		ereport(ERROR,
@@ -348,15 +255,15 @@ rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
 	e->keys[3] = timeouts_key(name);
 	e->nargs = 4;
 	e->args[0] = owner;
-	e->args[1] = int64_arg(keep);
+	e->args[1] = rl_int64_arg(keep);
 	e->args[2] = leave ? "1" : "0";
 	e->args[3] = rl_publish_command();
 	if (keep == 0 && mark_ms > 0 && rl_mode() == RL_MODE_REDLOCK)
 	{
 		e->nkeys = 5;
-		e->keys[4] = released_key(name, owner);
+		e->keys[4] = rl_released_key(name, owner);
 		e->nargs = 5;
-		e->args[4] = int64_arg(Max(mark_ms, RELEASE_MARK_MIN_MS));
+		e->args[4] = rl_int64_arg(Max(mark_ms, RELEASE_MARK_MIN_MS));
 	}
 }
 
@@ -374,14 +281,14 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
 	e->nkeys = 1;
 	e->keys[0] = name;
 	e->nargs = 2;
-	e->args[0] = int64_arg(lease_ms);
+	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = owner;
 	if (restore)
 	{
 		e->nkeys = 2;
-		e->keys[1] = released_key(name, owner);
+		e->keys[1] = rl_released_key(name, owner);
 		e->nargs = 3;
-		e->args[2] = int64_arg(Max(holds, 1));
+		e->args[2] = rl_int64_arg(Max(holds, 1));
 	}
 }
 
@@ -395,9 +302,9 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
  * answered (it would reach Redis in either order): false after the command
  * timeout.
  */
-static bool
-trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
-			  bool quiet)
+bool
+rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
+				 bool quiet)
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
@@ -438,7 +345,7 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 		if (!is_int(replies[i]))
 		{
 			if (!quiet)
-				expect_reply(false, "release", locks[i]->name);
+				rl_expect_reply(false, "release", locks[i]->name);
 			before[i] = 0;
 			continue;
 		}
@@ -452,15 +359,15 @@ trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
  * (quiet = false) a failure is an ERROR, as the call needs Redis anyway; from
  * cleanup paths it is logged and the locks stay marked for a later try.
  */
-static bool
-settle_locks(int n, LocalLock **locks, bool quiet)
+bool
+rl_settle_locks(int n, LocalLock **locks, bool quiet)
 {
 	int32	   *keep = palloc(sizeof(int32) * Max(n, 1));
 	int64	   *before = palloc(sizeof(int64) * Max(n, 1));
 
 	for (int i = 0; i < n; i++)
 		keep[i] = total_holds(locks[i]);
-	if (n > 0 && !trim_in_redis(n, locks, keep, before, quiet))
+	if (n > 0 && !rl_trim_in_redis(n, locks, keep, before, quiet))
 	{
 		if (!quiet)
 			rl_report(&rl_cmd_conn, ERROR);
@@ -472,15 +379,15 @@ settle_locks(int n, LocalLock **locks, bool quiet)
 	}
 	for (int i = 0; i < n; i++)
 	{
-		set_flags(locks[i], false, false);
+		rl_set_flags(locks[i], false, false);
 		forget_if_unused(locks[i]);
 	}
 	return true;
 }
 
 /* Settles every lock of this session that is dirty or may still be queued. */
-static void
-settle(bool quiet)
+void
+rl_settle(bool quiet)
 {
 	HASH_SEQ_STATUS seq;
 	LocalLock  *ll;
@@ -489,12 +396,12 @@ settle(bool quiet)
 
 	if (npending == 0)
 		return;
-	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(local_locks), 1));
-	hash_seq_init(&seq, local_locks);
+	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(rl_local_locks), 1));
+	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 		if (ll->dirty || ll->queued)
 			locks[n++] = ll;
-	(void) settle_locks(n, locks, quiet);
+	(void) rl_settle_locks(n, locks, quiet);
 }
 
 /*
@@ -502,15 +409,15 @@ settle(bool quiet)
  * (sub)transaction ends: the session may not call again for long (an idle
  * pooled connection, say), and the lock would stay held in Redis until then.
  */
-static void
-hand_unsettled_to_worker(void)
+void
+rl_hand_unsettled_to_worker(void)
 {
 	HASH_SEQ_STATUS seq;
 	LocalLock  *ll;
 
 	if (npending == 0)
 		return;
-	hash_seq_init(&seq, local_locks);
+	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 		if ((ll->dirty || ll->queued) && !ll->unsettled && ll->slot >= 0)
 		{
@@ -520,104 +427,12 @@ hand_unsettled_to_worker(void)
 }
 
 /*
- * settle_locks() from a path that must not throw and must not wait long:
- * after COMMIT (where an ERROR would be a PANIC), at abort, at exit. Redis
- * gets CLEANUP_MS at most; an error is reported as a WARNING, and what is
- * left unsettled goes to the worker. At exit an ERROR would become FATAL
- * before it could be caught, which is why the exit path has handed its
- * locks to the worker before calling this.
- */
-static void
-settle_locks_quietly(int n, LocalLock **locks)
-{
-	MemoryContext old;
-	int			holdoff = InterruptHoldoffCount;
-	int			cancel_holdoff = QueryCancelHoldoffCount;
-
-	HOLD_INTERRUPTS();
-	old = MemoryContextSwitchTo(cleanup_context);
-	rl_limit_waits(CLEANUP_MS);
-	PG_TRY();
-	{
-		(void) settle_locks(n, locks, true);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cleanup_context);
-		edata = CopyErrorData();
-		FlushErrorState();
-		InterruptHoldoffCount = holdoff + 1;
-		QueryCancelHoldoffCount = cancel_holdoff;
-		ereport(WARNING,
-				(errmsg("could not release redis locks of this session: %s",
-						edata->message),
-				 errdetail("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
-	}
-	PG_END_TRY();
-	rl_limit_waits(0);
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(cleanup_context);
-	if (!proc_exit_inprogress)
-		hand_unsettled_to_worker();
-	RESUME_INTERRUPTS();
-}
-
-static void
-register_exit_callback(void)
-{
-	if (exit_callback_registered)
-		return;
-	before_shmem_exit(release_at_exit, (Datum) 0);
-	exit_callback_registered = true;
-}
-
-/* A session that ends gives its locks back at once, not after the lease. */
-static void
-release_at_exit(int code, Datum arg)
-{
-	HASH_SEQ_STATUS seq;
-	LocalLock  *ll;
-	LocalLock **locks;
-	int			n = 0;
-
-	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
-		return;
-	nxact_holds = 0;
-
-	/*
-	 * The worker's first: whatever goes wrong below (an ERROR here is a
-	 * FATAL), no slot is left looking held by a live session.
-	 */
-	hash_seq_init(&seq, local_locks);
-	while ((ll = hash_seq_search(&seq)) != NULL)
-		rl_registry_orphan(ll->slot, ll->generation);
-
-	locks = MemoryContextAlloc(cleanup_context,
-							   sizeof(LocalLock *) * hash_get_num_entries(local_locks));
-	hash_seq_init(&seq, local_locks);
-	while ((ll = hash_seq_search(&seq)) != NULL)
-	{
-		ll->session_holds = 0;
-		ll->xact_holds = 0;
-		mark_dirty(ll);
-		locks[n++] = ll;
-	}
-	settle_locks_quietly(n, locks);
-
-	/* What is still here could not be released: the worker takes over. */
-	if (hash_get_num_entries(local_locks) > 0)
-		rl_registry_wake_worker();
-}
-
-/*
  * Runs one script on the command connection and returns its reply; Redis
  * failures and error replies are raised. Once Redis has answered, the
  * outcome is known, so a lock marked dirty for this call is clean again.
  */
-static RLReply *
-eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending)
+RLReply *
+rl_eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending)
 {
 	RLReply    *r;
 
@@ -627,171 +442,13 @@ eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending
 		rl_report(&rl_cmd_conn, ERROR);
 	}
 	if (pending)
-		set_flags(pending, false, pending->queued);
+		rl_set_flags(pending, false, pending->queued);
 	if (r->type == REDIS_REPLY_ERROR)
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_reply_error(r, what, name);
 	}
 	return r;
-}
-
-/* Is r the reply acquire.lua gives: {1, token, fresh} or {0, pttl}? */
-static bool
-is_acquire_reply(const RLReply *r)
-{
-	return r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-		is_array_of(r, r->elements, REDIS_REPLY_INTEGER);
-}
-
-/*
- * Commits the fencing token of a fresh Redlock acquisition: the largest
- * counter of the majority that granted it, written back to every master
- * that has less. The previous holder left its token on a majority too, and
- * two majorities overlap, so tokens strictly increase from holder to holder
- * as long as no master of that overlap lost its data in between. When a
- * majority already returned that very value (counters in step, the usual
- * case) it is on a majority already and this round trip is skipped.
- */
-static bool
-commit_token(LocalLock *ll, int64 token, int64 lease_ms)
-{
-	RLEval		e;
-	RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
-	int			nraised = 0;
-
-	memset(&e, 0, sizeof(e));
-	e.script = &rl_script_raise_token;
-	e.nkeys = 1;
-	e.keys[0] = token_key(ll->name);
-	e.nargs = 2;
-	e.args[0] = int64_arg(token);
-	e.args[1] = token_ttl_arg(lease_ms);
-	(void) rl_run_all(1, &e, per);
-	for (int node = 0; node < rl_redlock_size(); node++)
-		if (per[node] != NULL && is_int(per[node][0]) && per[node][0]->integer == token)
-			nraised++;
-	return nraised >= rl_redlock_quorum();
-}
-
-/*
- * When a Redlock attempt failed, when to try again: once enough masters
- * are free by the refusals' lease ends, or after a short random delay when
- * nobody seems to hold a majority (contenders split the votes and are
- * rolling back). The jitter keeps contenders from colliding again.
- */
-static int64
-redlock_retry_ms(int64 *pttls, int nrefused, int nfree)
-{
-	int			need = rl_redlock_quorum() - nfree;
-	int64		jitter = (int64) (pg_prng_uint64(&pg_global_prng_state) % 50);
-
-	if (need <= 0 || nrefused < rl_redlock_quorum())
-		return 10 + jitter;
-	for (int i = 1; i < nrefused; i++)
-		for (int j = i; j > 0 && pttls[j - 1] > pttls[j]; j--)
-		{
-			int64		t = pttls[j];
-
-			pttls[j] = pttls[j - 1];
-			pttls[j - 1] = t;
-		}
-	return Max(pttls[need - 1], 0) + jitter;
-}
-
-/*
- * One Redlock acquisition attempt: acquire.lua on every master at once.
- * Taken when a majority granted it within its validity (lease minus the
- * time it took minus clock drift) and the fencing token was committed;
- * otherwise given back on every master.
- */
-static void
-redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
-{
-	RLEval		e;
-	int			nnodes = rl_redlock_size();
-	RLReply  ***per = palloc0(sizeof(RLReply **) * nnodes);
-	int64	   *pttls = palloc(sizeof(int64) * nnodes);
-	TimestampTz start = GetCurrentTimestamp();
-	int			granted = 0;
-	int			at_token = 0;
-	int			held_before = 0;
-	int			nrefused = 0;
-	int			nfree = 0;
-	int64		token = 0;
-	int64		drift = lease_ms * rl_redlock_drift / 1000 + 2;
-	RLReply    *error = NULL;
-
-	memset(&e, 0, sizeof(e));
-	e.script = &rl_script_acquire;
-	e.nkeys = 3;
-	e.keys[0] = ll->name;
-	e.keys[1] = token_key(ll->name);
-	e.keys[2] = released_key(ll->name, rl_owner_id());
-	e.nargs = 4;
-	e.args[0] = int64_arg(lease_ms);
-	e.args[1] = rl_owner_id();
-	e.args[2] = int64_arg(target);
-	e.args[3] = token_ttl_arg(lease_ms);
-
-	mark_dirty(ll);
-	if (!rl_run_majority(1, &e, per))
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		rl_report(&rl_cmd_conn, ERROR);
-	}
-	for (int node = 0; node < nnodes; node++)
-	{
-		RLReply    *r;
-
-		if (per[node] == NULL)
-			continue;
-		r = per[node][0];
-		if (!is_acquire_reply(r))
-		{
-			error = error ? error : r;
-			continue;
-		}
-		if (r->element[0]->integer == 1)
-		{
-			granted++;
-			if (r->element[1]->integer > token)
-				at_token = 0;
-			if (r->element[1]->integer >= token)
-				at_token++;
-			token = Max(token, r->element[1]->integer);
-			held_before += (r->elements > 2 && r->element[2]->integer == 0) ? 1 : 0;
-		}
-		else
-			pttls[nrefused++] = r->element[1]->integer;
-	}
-	nfree = nnodes - nrefused;
-
-	memset(out, 0, sizeof(*out));
-	out->fresh = held_before < rl_redlock_quorum();
-	if (granted >= rl_redlock_quorum() &&
-		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token, lease_ms)) &&
-		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
-	{
-		out->acquired = true;
-		out->masters = granted;
-		out->token = out->fresh ? token : ll->token;
-		set_flags(ll, false, false);
-		return;
-	}
-
-	/* not ours: give back what we got, on every master */
-	{
-		int32		keep = total_holds(ll);
-		int64		before;
-
-		if (trim_in_redis(1, &ll, &keep, &before, true))
-			set_flags(ll, false, ll->queued);
-	}
-	if (error != NULL && error->type == REDIS_REPLY_ERROR && granted + nrefused < rl_redlock_quorum())
-		rl_reply_error(error, "acquire", ll->name);
-	expect_reply(granted + nrefused >= rl_redlock_quorum(), "acquire", ll->name);
-	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
 }
 
 /* The WAIT timeout of redislock.sync_replicas, in ms. */
@@ -827,7 +484,7 @@ acquire_and_wait(const RLEval *e, LocalLock *ll, Attempt *out)
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_report(&rl_cmd_conn, ERROR);
 	}
-	set_flags(ll, false, ll->queued);
+	rl_set_flags(ll, false, ll->queued);
 	if (replies[0]->type == REDIS_REPLY_ERROR)
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
@@ -847,13 +504,13 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 
 	if (rl_mode() == RL_MODE_REDLOCK)
 	{
-		redlock_attempt(ll, lease_ms, target, out);
+		rl_redlock_attempt(ll, lease_ms, target, out);
 		return;
 	}
 	memset(&e, 0, sizeof(e));
-	e.args[0] = int64_arg(lease_ms);
+	e.args[0] = rl_int64_arg(lease_ms);
 	e.args[1] = rl_owner_id();
-	e.args[2] = int64_arg(target);
+	e.args[2] = rl_int64_arg(target);
 	e.keys[0] = ll->name;
 	if (fair)
 	{
@@ -863,11 +520,11 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		e.keys[2] = timeouts_key(ll->name);
 		e.keys[3] = token_key(ll->name);
 		e.nargs = 6;
-		e.args[3] = int64_arg(rl_fair_wait_timeout);
+		e.args[3] = rl_int64_arg(rl_fair_wait_timeout);
 		e.args[4] = enqueue ? "1" : "0";
-		e.args[5] = token_ttl_arg(lease_ms);
+		e.args[5] = rl_token_ttl_arg(lease_ms);
 		if (enqueue)
-			set_flags(ll, ll->dirty, true);
+			rl_set_flags(ll, ll->dirty, true);
 	}
 	else
 	{
@@ -875,23 +532,23 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		e.nkeys = 2;
 		e.keys[1] = token_key(ll->name);
 		e.nargs = 4;
-		e.args[3] = token_ttl_arg(lease_ms);
+		e.args[3] = rl_token_ttl_arg(lease_ms);
 	}
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
-	mark_dirty(ll);
+	rl_mark_dirty(ll);
 	memset(out, 0, sizeof(*out));
 	r = rl_sync_replicas > 0 ? acquire_and_wait(&e, ll, out) :
-		eval_one(&e, "acquire", ll->name, ll);
-	expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
-							 REDIS_REPLY_INTEGER) && r->elements >= 2,
-				 "acquire", ll->name);
+		rl_eval_one(&e, "acquire", ll->name, ll);
+	rl_expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
+								REDIS_REPLY_INTEGER) && r->elements >= 2,
+					"acquire", ll->name);
 	out->acquired = r->element[0]->integer == 1;
 	if (out->acquired)
 	{
 		out->token = r->element[1]->integer;
 		out->fresh = r->elements > 2 && r->element[2]->integer == 1;
-		set_flags(ll, ll->dirty, false);
+		rl_set_flags(ll, ll->dirty, false);
 	}
 	else
 	{
@@ -944,12 +601,12 @@ leave_queue_quietly(LocalLock *ll)
 	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
 		return;
 	HOLD_INTERRUPTS();
-	old = MemoryContextSwitchTo(cleanup_context);
+	old = MemoryContextSwitchTo(rl_cleanup_context);
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
-		if (trim_in_redis(1, &ll, &keep, &before, true))
-			set_flags(ll, ll->dirty, false);
+		if (rl_trim_in_redis(1, &ll, &keep, &before, true))
+			rl_set_flags(ll, ll->dirty, false);
 	}
 	PG_FINALLY();
 	{
@@ -957,7 +614,7 @@ leave_queue_quietly(LocalLock *ll)
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(old);
-	MemoryContextReset(cleanup_context);
+	MemoryContextReset(rl_cleanup_context);
 	RESUME_INTERRUPTS();
 }
 
@@ -1031,9 +688,9 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 		int32		keep = total_holds(ll);
 		int64		before;
 
-		if (!trim_in_redis(1, &ll, &keep, &before, false))
+		if (!rl_trim_in_redis(1, &ll, &keep, &before, false))
 			rl_report(&rl_cmd_conn, ERROR);
-		set_flags(ll, ll->dirty, false);
+		rl_set_flags(ll, ll->dirty, false);
 	}
 	if (!acquired && by_lock_timeout)
 		ereport(ERROR,
@@ -1041,25 +698,6 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 				 errmsg("could not obtain redis lock \"%s\"", ll->name),
 				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
 	return acquired;
-}
-
-static void
-reserve_xact_hold(void)
-{
-	if (nxact_holds < max_xact_holds)
-		return;
-	if (xact_holds == NULL)
-	{
-		max_xact_holds = 16;
-		xact_holds = MemoryContextAlloc(TopMemoryContext,
-										sizeof(XactHold) * max_xact_holds);
-		xact_ended = MemoryContextAlloc(TopMemoryContext,
-										sizeof(LocalLock *) * max_xact_holds);
-		return;
-	}
-	max_xact_holds *= 2;
-	xact_holds = repalloc(xact_holds, sizeof(XactHold) * max_xact_holds);
-	xact_ended = repalloc(xact_ended, sizeof(LocalLock *) * max_xact_holds);
 }
 
 static void
@@ -1087,14 +725,11 @@ record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	ll->fair = req->fair;
 	if (req->scope == RL_SCOPE_XACT)
 	{
-		xact_holds[nxact_holds].subid = GetCurrentSubTransactionId();
-		xact_holds[nxact_holds].lock = ll;
-		nxact_holds++;
-		ll->xact_holds++;
+		rl_add_xact_hold(ll);
 	}
 	else
 		ll->session_holds++;
-	publish(ll, a->fresh, true);
+	rl_publish(ll, a->fresh, true);
 	rl_stat_add(a->fresh ? RL_STAT_ACQUIRES : RL_STAT_REENTRIES, 1);
 }
 
@@ -1116,10 +751,10 @@ confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 	if (r->type == REDIS_REPLY_INTEGER && r->integer >= rl_sync_replicas)
 		return;
 
-	mark_dirty(ll);
-	given_back = trim_in_redis(1, &ll, &keep, &before, true);
+	rl_mark_dirty(ll);
+	given_back = rl_trim_in_redis(1, &ll, &keep, &before, true);
 	if (given_back)
-		set_flags(ll, false, ll->queued);
+		rl_set_flags(ll, false, ll->queued);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("redis lock \"%s\" was not confirmed by %d replicas",
@@ -1175,10 +810,10 @@ rl_lock_acquire(const RLAcquireRequest *req)
 				 errmsg("fair redis locks are not supported with redlock"),
 				 errdetail("A FIFO queue cannot be kept consistent across independent masters."),
 				 errhint("Pass fair => false, or use a single server, sentinels or a cluster.")));
-	settle(false);
-	register_exit_callback();
+	rl_settle(false);
+	rl_register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)
-		reserve_xact_hold();
+		rl_reserve_xact_hold();
 	ll = local_get(req->name,
 				   req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout);
 
@@ -1217,7 +852,7 @@ rl_lock_release(const char *name)
 				(errmsg("you don't own redis lock \"%s\"", name)));
 		return false;
 	}
-	settle(false);
+	rl_settle(false);
 	keep = total_holds(ll) - 1;
 
 	/*
@@ -1226,11 +861,11 @@ rl_lock_release(const char *name)
 	 * call: finding the hold gone then means the first call released it.
 	 */
 	again = ll->releasing;
-	mark_dirty(ll);
+	rl_mark_dirty(ll);
 	ll->releasing = true;
-	if (!trim_in_redis(1, &ll, &keep, &before, false))
+	if (!rl_trim_in_redis(1, &ll, &keep, &before, false))
 		rl_report(&rl_cmd_conn, ERROR);
-	set_flags(ll, false, ll->queued);
+	rl_set_flags(ll, false, ll->queued);
 	ll->releasing = false;
 	if (before == 0 && !again)
 	{
@@ -1243,7 +878,7 @@ rl_lock_release(const char *name)
 	}
 	ll->session_holds--;
 	rl_stat_add(RL_STAT_RELEASES, 1);
-	publish(ll, false, false);
+	rl_publish(ll, false, false);
 	forget_if_unused(ll);
 	return true;
 }
@@ -1259,26 +894,26 @@ rl_lock_release_all(void)
 	int			n = 0;
 	int			released = 0;
 
-	settle(false);
-	if (local_locks == NULL || hash_get_num_entries(local_locks) == 0)
+	rl_settle(false);
+	if (rl_local_locks == NULL || hash_get_num_entries(rl_local_locks) == 0)
 		return 0;
-	locks = palloc(sizeof(LocalLock *) * hash_get_num_entries(local_locks));
-	keep = palloc(sizeof(int32) * hash_get_num_entries(local_locks));
-	before = palloc(sizeof(int64) * hash_get_num_entries(local_locks));
-	hash_seq_init(&seq, local_locks);
+	locks = palloc(sizeof(LocalLock *) * hash_get_num_entries(rl_local_locks));
+	keep = palloc(sizeof(int32) * hash_get_num_entries(rl_local_locks));
+	before = palloc(sizeof(int64) * hash_get_num_entries(rl_local_locks));
+	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
 	{
 		if (ll->session_holds == 0)
 			continue;
 		keep[n] = ll->xact_holds;
 		locks[n++] = ll;
-		mark_dirty(ll);			/* until the reply is in */
+		rl_mark_dirty(ll);			/* until the reply is in */
 	}
-	if (n > 0 && !trim_in_redis(n, locks, keep, before, false))
+	if (n > 0 && !rl_trim_in_redis(n, locks, keep, before, false))
 		rl_report(&rl_cmd_conn, ERROR);
 	for (int i = 0; i < n; i++)
 	{
-		set_flags(locks[i], false, locks[i]->queued);
+		rl_set_flags(locks[i], false, locks[i]->queued);
 		if (before[i] > 0)
 		{
 			released++;
@@ -1289,7 +924,7 @@ rl_lock_release_all(void)
 					(errmsg("redis lock \"%s\" was no longer held", locks[i]->name),
 					 errdetail("Its lease ran out or it was force-released.")));
 		locks[i]->session_holds = 0;
-		publish(locks[i], false, false);
+		rl_publish(locks[i], false, false);
 		forget_if_unused(locks[i]);
 	}
 	return released;
@@ -1301,7 +936,7 @@ rl_lock_force_release(const char *name)
 	RLEval		e;
 	RLReply    *r;
 
-	settle(false);
+	rl_settle(false);
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_force_release;
 	e.nkeys = 3;
@@ -1326,8 +961,8 @@ rl_lock_force_release(const char *name)
 			}
 		return deleted;
 	}
-	r = eval_one(&e, "force-release", name, NULL);
-	expect_reply(is_int(r), "force-release", name);
+	r = rl_eval_one(&e, "force-release", name, NULL);
+	rl_expect_reply(is_int(r), "force-release", name);
 	return r->integer == 1;
 }
 
@@ -1340,347 +975,4 @@ rl_lock_fencing_token(const char *name, int64 *token)
 		return false;
 	*token = ll->token;
 	return true;
-}
-
-static void
-status_eval(RLEval *e, const char *name)
-{
-	memset(e, 0, sizeof(*e));
-	e->script = &rl_script_status;
-	e->nkeys = 3;
-	e->keys[0] = name;
-	e->keys[1] = queue_key(name);
-	e->keys[2] = token_key(name);
-}
-
-/* Reads status.lua's reply into st. */
-static void
-parse_status(const RLReply *r, const char *name, RLStatus *st)
-{
-	RLReply    *hash;
-
-	expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
-				 r->element[0]->type == REDIS_REPLY_ARRAY &&
-				 r->element[0]->elements % 2 == 0 &&
-				 is_array_of(r->element[0], r->element[0]->elements, REDIS_REPLY_STRING) &&
-				 is_int(r->element[1]) && is_int(r->element[2]) &&
-				 (r->element[3]->type == REDIS_REPLY_STRING ||
-				  r->element[3]->type == REDIS_REPLY_NIL),
-				 "read", name);
-
-	memset(st, 0, sizeof(*st));
-	st->mode = rl_mode_name();
-	hash = r->element[0];
-	st->nholders = hash->elements / 2;
-	st->holders = palloc(sizeof(char *) * Max(st->nholders, 1));
-	for (int i = 0; i < st->nholders; i++)
-	{
-		st->holders[i] = hash->element[2 * i]->str;
-		st->hold_count += strtoll(hash->element[2 * i + 1]->str, NULL, 10);
-		if (strcmp(st->holders[i], rl_owner_id()) == 0)
-			st->held_by_me = true;
-	}
-	st->locked = st->nholders > 0;
-	st->ttl_ms = r->element[1]->integer >= 0 ? r->element[1]->integer : -1;
-	st->queue_length = r->element[2]->integer;
-	if (r->element[3]->type == REDIS_REPLY_STRING)
-	{
-		st->has_token = true;
-		st->token = strtoll(r->element[3]->str, NULL, 10);
-	}
-}
-
-/*
- * Every Redlock master's view of a lock (one row per master). Outside
- * Redlock, the single view of the server or cluster.
- */
-int
-rl_lock_node_status(const char *name, RLNodeStatus **out)
-{
-	RLEval		e;
-	RLReply  ***per;
-	RLNodeStatus *nodes;
-	int			n;
-
-	settle(false);
-	status_eval(&e, name);
-	if (rl_mode() != RL_MODE_REDLOCK)
-	{
-		nodes = palloc0(sizeof(RLNodeStatus));
-		nodes[0].node = rl_server_desc();
-		parse_status(eval_one(&e, "read", name, NULL), name, &nodes[0].st);
-		*out = nodes;
-		return 1;
-	}
-	n = rl_redlock_size();
-	per = palloc0(sizeof(RLReply **) * n);
-	nodes = palloc0(sizeof(RLNodeStatus) * n);
-	(void) rl_run_all(1, &e, per);
-	for (int i = 0; i < n; i++)
-	{
-		nodes[i].node = rl_redlock_conn(i)->node.desc;
-		if (per[i] == NULL)
-			nodes[i].error = pstrdup(rl_redlock_conn(i)->errmsg);
-		else if (rl_is_not_lock(per[i][0]))
-			rl_reply_error(per[i][0], "read", name);
-		else if (per[i][0]->type == REDIS_REPLY_ERROR)
-			nodes[i].error = per[i][0]->str;
-		else
-			parse_status(per[i][0], name, &nodes[i].st);
-	}
-	*out = nodes;
-	return n;
-}
-
-/*
- * A Redlock lock's status is what a majority of masters agree on: the
- * owners present on a majority hold it; its ttl is the shortest among them.
- * A read-write lock may have any number of readers, so the owners that can
- * reach a majority are counted from the replies, not from the masters.
- */
-static void
-redlock_status(const char *name, RLStatus *st)
-{
-	RLNodeStatus *nodes;
-	int			n = rl_lock_node_status(name, &nodes);
-	int			nanswered = 0;
-	int			maxholders = 0;
-
-	memset(st, 0, sizeof(*st));
-	st->mode = rl_mode_name();
-	for (int i = 0; i < n; i++)
-		if (nodes[i].error == NULL)
-			maxholders += nodes[i].st.nholders;
-	st->holders = palloc(sizeof(char *) * Max(maxholders, 1));
-	st->ttl_ms = -1;
-	for (int i = 0; i < n; i++)
-	{
-		if (nodes[i].error != NULL)
-			continue;
-		nanswered++;
-		if (nodes[i].st.has_token)
-		{
-			st->has_token = true;
-			st->token = Max(st->token, nodes[i].st.token);
-		}
-		for (int h = 0; h < nodes[i].st.nholders; h++)
-		{
-			const char *owner = nodes[i].st.holders[h];
-			int			votes = 0;
-			bool		seen = false;
-
-			for (int k = 0; k < st->nholders && !seen; k++)
-				seen = strcmp(st->holders[k], owner) == 0;
-			for (int j = 0; j < n && !seen; j++)
-				for (int k = 0; nodes[j].error == NULL && k < nodes[j].st.nholders; k++)
-					votes += strcmp(nodes[j].st.holders[k], owner) == 0 ? 1 : 0;
-			if (seen || votes < rl_redlock_quorum())
-				continue;
-			st->holders[st->nholders++] = pstrdup(owner);
-			st->hold_count = Max(st->hold_count, nodes[i].st.hold_count);
-			st->held_by_me |= strcmp(owner, rl_owner_id()) == 0;
-		}
-		if (nodes[i].st.locked && nodes[i].st.ttl_ms >= 0 &&
-			(st->ttl_ms < 0 || nodes[i].st.ttl_ms < st->ttl_ms))
-			st->ttl_ms = nodes[i].st.ttl_ms;
-	}
-	if (nanswered < rl_redlock_quorum())
-	{
-		(void) rl_redlock_no_majority();
-		rl_report(&rl_cmd_conn, ERROR);
-	}
-	st->locked = st->nholders > 0;
-	if (!st->locked)
-		st->ttl_ms = -1;
-}
-
-void
-rl_lock_status(const char *name, RLStatus *st)
-{
-	RLEval		e;
-
-	if (rl_mode() == RL_MODE_REDLOCK)
-	{
-		redlock_status(name, st);
-		return;
-	}
-	settle(false);
-	status_eval(&e, name);
-	parse_status(eval_one(&e, "read", name, NULL), name, st);
-}
-
-/*
- * Ends the transaction-scope holds taken in subtransaction subid, or all of
- * them when subid is invalid, and releases them in Redis in one round trip.
- */
-static void
-end_xact_holds(SubTransactionId subid)
-{
-	LocalLock **ended = xact_ended;
-	int			nended = 0;
-	int			kept = 0;
-
-	for (int i = 0; i < nxact_holds; i++)
-	{
-		XactHold   *h = &xact_holds[i];
-		bool		seen = false;
-
-		if (subid != InvalidSubTransactionId && h->subid != subid)
-		{
-			xact_holds[kept++] = *h;
-			continue;
-		}
-		h->lock->xact_holds--;
-		publish(h->lock, false, false);
-		rl_stat_add(RL_STAT_RELEASES, 1);
-		mark_dirty(h->lock);
-		for (int j = 0; j < nended && !seen; j++)
-			seen = ended[j] == h->lock;
-		if (!seen)
-			ended[nended++] = h->lock;
-	}
-	nxact_holds = kept;
-	if (nended > 0)
-		settle_locks_quietly(nended, ended);
-	else
-		MemoryContextReset(cleanup_context);
-}
-
-static void pg_attribute_noreturn()
-lost_before_commit(LocalLock *ll)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-			 errmsg("redis lock \"%s\" was lost before COMMIT", ll->name),
-			 errdetail("Redis no longer has this session's hold (lease ran out, force-released, or Redis lost its data), so the transaction's work was not done under the lock."),
-			 errhint("Retry the transaction, or set redislock.verify_on_commit = off to commit such work anyway.")));
-}
-
-/*
- * The commit guard: a transaction that wrote data while this session holds
- * locks commits only if Redis still has every one of those holds, checked in
- * one pipelined round trip. Read-only transactions have nothing to protect.
- */
-static void
-verify_before_commit(void)
-{
-	HASH_SEQ_STATUS seq;
-	LocalLock  *ll;
-	LocalLock **held;
-	RLCommand  *cmds;
-	const char **keys;
-	RLReply   **replies;
-	int			n = 0;
-
-	if (!rl_verify_on_commit || local_locks == NULL ||
-		hash_get_num_entries(local_locks) == 0 ||
-		!TransactionIdIsValid(GetTopTransactionIdIfAny()))
-		return;
-
-	held = palloc(sizeof(LocalLock *) * hash_get_num_entries(local_locks));
-	hash_seq_init(&seq, local_locks);
-	while ((ll = hash_seq_search(&seq)) != NULL)
-	{
-		if (total_holds(ll) == 0)
-			continue;
-		if (rl_registry_is_lost(ll->slot))
-		{
-			hash_seq_term(&seq);
-			lost_before_commit(ll);
-		}
-		held[n++] = ll;
-	}
-	if (n == 0)
-		return;
-
-	cmds = palloc0(sizeof(RLCommand) * n);
-	keys = palloc(sizeof(char *) * n);
-	replies = palloc(sizeof(RLReply *) * n);
-	for (int i = 0; i < n; i++)
-	{
-		keys[i] = held[i]->name;
-		cmds[i].argc = 3;
-		cmds[i].argv[0] = "HEXISTS";
-		cmds[i].argvlen[0] = 7;
-		cmds[i].argv[1] = held[i]->name;
-		cmds[i].argvlen[1] = strlen(held[i]->name);
-		cmds[i].argv[2] = rl_owner_id();
-		cmds[i].argvlen[2] = strlen(rl_owner_id());
-	}
-	/* with Redlock, a hold counts as present when a majority has it */
-	if (!rl_run_cmds_agreed(n, cmds, keys, RL_AGREE_ONE, replies))
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not verify redis locks before COMMIT: %s",
-						rl_cmd_conn.errmsg),
-				 errhint("Set redislock.verify_on_commit = off to commit without the check.")));
-	}
-	for (int i = 0; i < n; i++)
-	{
-		if (replies[i]->type == REDIS_REPLY_ERROR)
-			rl_reply_error(replies[i], "verify", held[i]->name);
-		expect_reply(is_int(replies[i]), "verify", held[i]->name);
-		if (replies[i]->integer == 1)
-			continue;
-		if (held[i]->slot >= 0 &&
-			rl_registry_mark_lost(held[i]->slot, held[i]->generation,
-								  held[i]->epoch))
-			rl_stat_add(RL_STAT_LOST, 1);
-		lost_before_commit(held[i]);
-	}
-}
-
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-			verify_before_commit();
-			break;
-		case XACT_EVENT_PRE_PREPARE:
-			if (nxact_holds > 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that holds redis transaction-scope locks")));
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_ABORT:
-			if (nxact_holds > 0)
-				end_xact_holds(InvalidSubTransactionId);
-			hand_unsettled_to_worker();
-			break;
-		default:
-			break;
-	}
-}
-
-static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-				 SubTransactionId parentSubid, void *arg)
-{
-	switch (event)
-	{
-		case SUBXACT_EVENT_ABORT_SUB:
-			if (nxact_holds > 0)
-				end_xact_holds(mySubid);
-			hand_unsettled_to_worker();
-			break;
-		case SUBXACT_EVENT_COMMIT_SUB:
-			for (int i = 0; i < nxact_holds; i++)
-				if (xact_holds[i].subid == mySubid)
-					xact_holds[i].subid = parentSubid;
-			break;
-		default:
-			break;
-	}
-}
-
-void
-rl_lock_init(void)
-{
-	RegisterXactCallback(xact_callback, NULL);
-	RegisterSubXactCallback(subxact_callback, NULL);
 }

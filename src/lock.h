@@ -1,7 +1,8 @@
 /*
  * lock.h
  *	  Acquiring, waiting for and releasing Redis locks on behalf of one
- *	  session, and the session's own record of what it holds.
+ *	  session, and the session's own record of what it holds: what sqlapi.c,
+ *	  worker.c and views.c use of lock.c, xact.c and status.c.
  *
  * src/lock.h
  */

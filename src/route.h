@@ -35,6 +35,7 @@ extern bool rl_run_then(const RLEval *e, const RLCommand *then,
 						RLReply **replies);
 extern bool rl_route_subscribe(const char *channel);
 
+/* fanout.c: the Redlock masters */
 extern int	rl_redlock_size(void);
 extern int	rl_redlock_quorum(void);
 extern RLConn *rl_redlock_conn(int i);
@@ -45,5 +46,10 @@ extern bool rl_last_run_complete(void);
 extern bool rl_redlock_subscribe(const char *channel);
 extern int	rl_redlock_wait_message(TimestampTz until);
 extern void rl_redlock_unsubscribe(bool drop);
+extern bool rl_redlock_run_agreed(int n, const RLEval *evals, RLAgree how,
+								  RLReply **replies, int *votes);
+extern bool rl_redlock_run_cmds_agreed(int n, const RLCommand *cmds,
+									   RLAgree how, RLReply **replies);
+extern bool rl_redlock_run_complete(void);
 
 #endif							/* REDISLOCK_ROUTE_H */

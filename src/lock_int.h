@@ -1,0 +1,122 @@
+/*
+ * lock_int.h
+ *	  What the files of the lock layer (lock.c, xact.c, status.c,
+ *	  redlock.c) share: the session's table of held locks, the names of a
+ *	  lock's Redis keys, and the helpers that keep Redis in line with it.
+ *
+ * src/lock_int.h
+ */
+#ifndef REDISLOCK_LOCK_INT_H
+#define REDISLOCK_LOCK_INT_H
+
+#include <hiredis/hiredis.h>
+
+#include "utils/hsearch.h"
+
+#include "conn.h"
+#include "lock.h"
+#include "redislock.h"
+
+/*
+ * The longest a cleanup path (after COMMIT, at abort, at exit) may wait for
+ * Redis in all, whatever redislock.connect_timeout and command_timeout say:
+ * it runs with interrupts held, so it must not make a backend unkillable.
+ * What it cannot finish is left to the next call or to the worker.
+ */
+#define CLEANUP_MS 2000	/* per cleanup step */
+
+/* What this session holds of one lock. */
+typedef struct LocalLock
+{
+	char		name[RL_NAME_MAX + 1];	/* hash key */
+	int32		session_holds;
+	int32		xact_holds;
+	bool		dirty;			/* Redis may hold more than we count */
+	bool		queued;			/* we may still stand in its fair queue */
+	bool		releasing;		/* a release of one hold may or may not have
+								 * been applied (its reply was lost) */
+	bool		unsettled;		/* the worker was told to settle it */
+	bool		watchdog;
+	bool		fair;
+	int64		lease_ms;
+	int64		token;
+	TimestampTz acquired_at;
+	int			slot;			/* in the shared registry, -1 if none */
+	uint32		generation;		/* of that slot */
+	uint32		epoch;			/* of our hold in that slot */
+	int			masters;		/* Redlock: masters that granted it */
+} LocalLock;
+
+/* The outcome of one acquisition attempt. */
+typedef struct Attempt
+{
+	bool		acquired;
+	bool		fresh;			/* taken anew, not re-entered */
+	int64		token;
+	int64		pttl;			/* holder's remaining lease, -1/-2 as PTTL */
+	bool		head;			/* first in the fair queue */
+	int			masters;		/* Redlock: masters that granted it */
+	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
+} Attempt;
+
+/* lock.c: the session's table of held locks, keyed by name */
+extern HTAB *rl_local_locks;
+extern MemoryContext rl_cleanup_context;
+
+/* The Redis keys of a lock besides the hash itself (see rl_prefixed_key). */
+extern char *rl_prefixed_key(const char *prefix, const char *name);
+
+#define channel_key(name) rl_prefixed_key("redisson_lock__channel", (name))
+#define queue_key(name) rl_prefixed_key("redisson_lock_queue", (name))
+#define timeouts_key(name) rl_prefixed_key("redisson_lock_timeout", (name))
+#define token_key(name) rl_prefixed_key("redisson_lock_token", (name))
+extern char *rl_released_key(const char *name, const char *owner);
+
+static inline int32
+total_holds(const LocalLock *ll)
+{
+	return ll->session_holds + ll->xact_holds;
+}
+
+static inline bool
+is_int(const RLReply *r)
+{
+	return r->type == REDIS_REPLY_INTEGER;
+}
+
+/* An array of at least n elements, the first n of the given type. */
+static inline bool
+is_array_of(const RLReply *r, size_t n, int type)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (r->element[i]->type != type)
+			return false;
+	return true;
+}
+
+extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
+extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
+extern void rl_mark_dirty(LocalLock *ll);
+extern char *rl_int64_arg(int64 v);
+extern char *rl_token_ttl_arg(int64 lease_ms);
+extern void rl_expect_reply(bool ok, const char *what, const char *name);
+extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
+							 int64 *before, bool quiet);
+extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
+extern void rl_hand_unsettled_to_worker(void);
+extern void rl_settle(bool quiet);
+extern RLReply *rl_eval_one(const RLEval *e, const char *what,
+							const char *name, LocalLock *pending);
+
+/* redlock.c */
+extern void rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target,
+							   Attempt *out);
+
+/* xact.c */
+extern void rl_reserve_xact_hold(void);
+extern void rl_add_xact_hold(LocalLock *ll);
+extern void rl_register_exit_callback(void);
+
+#endif							/* REDISLOCK_LOCK_INT_H */

@@ -1,0 +1,179 @@
+/*
+ * redlock.c
+ *	  Taking a lock with Redlock: one attempt on every master at once, the
+ *	  majority and validity that make it ours, the fencing token committed
+ *	  on a majority, and when to try again.
+ *
+ * src/redlock.c
+ */
+#include "postgres.h"
+
+#include <hiredis/hiredis.h>
+
+#include "common/pg_prng.h"
+#include "utils/timestamp.h"
+
+#include "conn.h"
+#include "lock_int.h"
+#include "redislock.h"
+#include "registry.h"
+#include "route.h"
+#include "scripts.h"
+
+/* Is r the reply acquire.lua gives: {1, token, fresh} or {0, pttl}? */
+static bool
+is_acquire_reply(const RLReply *r)
+{
+	return r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+		is_array_of(r, r->elements, REDIS_REPLY_INTEGER);
+}
+
+/*
+ * Commits the fencing token of a fresh Redlock acquisition: the largest
+ * counter of the majority that granted it, written back to every master
+ * that has less. The previous holder left its token on a majority too, and
+ * two majorities overlap, so tokens strictly increase from holder to holder
+ * as long as no master of that overlap lost its data in between. When a
+ * majority already returned that very value (counters in step, the usual
+ * case) it is on a majority already and this round trip is skipped.
+ */
+static bool
+commit_token(LocalLock *ll, int64 token, int64 lease_ms)
+{
+	RLEval		e;
+	RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
+	int			nraised = 0;
+
+	memset(&e, 0, sizeof(e));
+	e.script = &rl_script_raise_token;
+	e.nkeys = 1;
+	e.keys[0] = token_key(ll->name);
+	e.nargs = 2;
+	e.args[0] = rl_int64_arg(token);
+	e.args[1] = rl_token_ttl_arg(lease_ms);
+	(void) rl_run_all(1, &e, per);
+	for (int node = 0; node < rl_redlock_size(); node++)
+		if (per[node] != NULL && is_int(per[node][0]) && per[node][0]->integer == token)
+			nraised++;
+	return nraised >= rl_redlock_quorum();
+}
+
+/*
+ * When a Redlock attempt failed, when to try again: once enough masters
+ * are free by the refusals' lease ends, or after a short random delay when
+ * nobody seems to hold a majority (contenders split the votes and are
+ * rolling back). The jitter keeps contenders from colliding again.
+ */
+static int64
+redlock_retry_ms(int64 *pttls, int nrefused, int nfree)
+{
+	int			need = rl_redlock_quorum() - nfree;
+	int64		jitter = (int64) (pg_prng_uint64(&pg_global_prng_state) % 50);
+
+	if (need <= 0 || nrefused < rl_redlock_quorum())
+		return 10 + jitter;
+	for (int i = 1; i < nrefused; i++)
+		for (int j = i; j > 0 && pttls[j - 1] > pttls[j]; j--)
+		{
+			int64		t = pttls[j];
+
+			pttls[j] = pttls[j - 1];
+			pttls[j - 1] = t;
+		}
+	return Max(pttls[need - 1], 0) + jitter;
+}
+
+/*
+ * One Redlock acquisition attempt: acquire.lua on every master at once.
+ * Taken when a majority granted it within its validity (lease minus the
+ * time it took minus clock drift) and the fencing token was committed;
+ * otherwise given back on every master.
+ */
+void
+rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
+{
+	RLEval		e;
+	int			nnodes = rl_redlock_size();
+	RLReply  ***per = palloc0(sizeof(RLReply **) * nnodes);
+	int64	   *pttls = palloc(sizeof(int64) * nnodes);
+	TimestampTz start = GetCurrentTimestamp();
+	int			granted = 0;
+	int			at_token = 0;
+	int			held_before = 0;
+	int			nrefused = 0;
+	int			nfree = 0;
+	int64		token = 0;
+	int64		drift = lease_ms * rl_redlock_drift / 1000 + 2;
+	RLReply    *error = NULL;
+
+	memset(&e, 0, sizeof(e));
+	e.script = &rl_script_acquire;
+	e.nkeys = 3;
+	e.keys[0] = ll->name;
+	e.keys[1] = token_key(ll->name);
+	e.keys[2] = rl_released_key(ll->name, rl_owner_id());
+	e.nargs = 4;
+	e.args[0] = rl_int64_arg(lease_ms);
+	e.args[1] = rl_owner_id();
+	e.args[2] = rl_int64_arg(target);
+	e.args[3] = rl_token_ttl_arg(lease_ms);
+
+	rl_mark_dirty(ll);
+	if (!rl_run_majority(1, &e, per))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_report(&rl_cmd_conn, ERROR);
+	}
+	for (int node = 0; node < nnodes; node++)
+	{
+		RLReply    *r;
+
+		if (per[node] == NULL)
+			continue;
+		r = per[node][0];
+		if (!is_acquire_reply(r))
+		{
+			error = error ? error : r;
+			continue;
+		}
+		if (r->element[0]->integer == 1)
+		{
+			granted++;
+			if (r->element[1]->integer > token)
+				at_token = 0;
+			if (r->element[1]->integer >= token)
+				at_token++;
+			token = Max(token, r->element[1]->integer);
+			held_before += (r->elements > 2 && r->element[2]->integer == 0) ? 1 : 0;
+		}
+		else
+			pttls[nrefused++] = r->element[1]->integer;
+	}
+	nfree = nnodes - nrefused;
+
+	memset(out, 0, sizeof(*out));
+	out->fresh = held_before < rl_redlock_quorum();
+	if (granted >= rl_redlock_quorum() &&
+		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token, lease_ms)) &&
+		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
+	{
+		out->acquired = true;
+		out->masters = granted;
+		out->token = out->fresh ? token : ll->token;
+		rl_set_flags(ll, false, false);
+		return;
+	}
+
+	/* not ours: give back what we got, on every master */
+	{
+		int32		keep = total_holds(ll);
+		int64		before;
+
+		if (rl_trim_in_redis(1, &ll, &keep, &before, true))
+			rl_set_flags(ll, false, ll->queued);
+	}
+	if (error != NULL && error->type == REDIS_REPLY_ERROR && granted + nrefused < rl_redlock_quorum())
+		rl_reply_error(error, "acquire", ll->name);
+	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), "acquire", ll->name);
+	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
+}
