@@ -308,11 +308,11 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
-	TimestampTz until = rl_command_deadline();
 
 	for (int i = 0; i < n; i++)
 	{
-		if (locks[i]->unsettled && !rl_registry_begin_io(locks[i]->slot, until))
+		if (locks[i]->unsettled &&
+			!rl_registry_begin_io(locks[i]->slot, rl_command_deadline()))
 		{
 			snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
 					 "redis server at %s has not answered the redislock worker's request to settle lock \"%s\"",

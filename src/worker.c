@@ -101,12 +101,15 @@ slot_holds(const RLSlot *s)
 	return s->session_holds + s->xact_holds;
 }
 
-/* Trims a hold of unknown outcome to what the slot shows. */
+/*
+ * Trims the slot owner's holds to keep: to what the slot shows (settling a
+ * hold of unknown outcome) or to 0 (an ended session's lock). A waiter that
+ * gave up may still stand in a fair queue: it leaves it.
+ */
 static void
-settle_eval(RLEval *e, const RLSlot *s)
+slot_release_eval(RLEval *e, const RLSlot *s, int32 keep)
 {
-	/* a waiter that gave up may still stand in a fair queue */
-	rl_release_eval(e, s->name, s->owner, slot_holds(s), true,
+	rl_release_eval(e, s->name, s->owner, keep, true,
 					s->watchdog ? s->lease_ms : 0);
 }
 
@@ -157,7 +160,7 @@ resend_retained(void)
 	if (n == 0)
 		return true;
 	for (int i = 0; i < n; i++)
-		settle_eval(&evals[i], &retained[i].slot);
+		slot_release_eval(&evals[i], &retained[i].slot, slot_holds(&retained[i].slot));
 	ok = rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL);
 	if (!rl_last_run_complete())
 		return ok;
@@ -275,14 +278,8 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 	if (nmine == 0)
 		return true;
 	for (int i = 0; i < nmine; i++)
-	{
-		if (settle)
-			settle_eval(&evals[i], &mine[i]->slot);
-		else
-			rl_release_eval(&evals[i], mine[i]->slot.name, mine[i]->slot.owner,
-							0, true,
-							mine[i]->slot.watchdog ? mine[i]->slot.lease_ms : 0);
-	}
+		slot_release_eval(&evals[i], &mine[i]->slot,
+						  settle ? slot_holds(&mine[i]->slot) : 0);
 	ok = rl_run_agreed(nmine, evals, RL_AGREE_MAX, replies, NULL);
 	if (!ok)
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);

@@ -142,15 +142,22 @@ mine|t|1
 release|t
 ERROR:  redis key "vg:app" is not a lock'
 mrc=0
+# check_status_paths MODE SETTING NODES PORT...: the status paths of one
+# mode under valgrind, their output compared with multi_expect
+check_status_paths() {
+    local mode=$1 setting=$2 nodes=$3 list out
+    shift 3
+    list=$(printf '127.0.0.1:%s,' "$@"); list=${list%,}
+    echo "valgrind-regress: $mode status paths ($list)"
+    out=$(status_paths "$setting" "$list" | grep -v '^DETAIL\|^HINT' || true)
+    if [ "$out" != "${multi_expect/NODES/$nodes}" ]; then
+        echo "valgrind-regress: FAIL: $mode status paths printed:"; echo "$out"; mrc=1
+    fi
+}
 rl_ports=()
 for n in 1 2 3; do start_redis "redlock$n"; rl_ports+=("$PORT"); done
 readers "${rl_ports[@]}"
-rl_list=$(printf '127.0.0.1:%s,' "${rl_ports[@]}"); rl_list=${rl_list%,}
-echo "valgrind-regress: redlock status paths ($rl_list)"
-out=$(status_paths redlock_nodes "$rl_list" | grep -v '^DETAIL\|^HINT' || true)
-if [ "$out" != "${multi_expect/NODES/3}" ]; then
-    echo "valgrind-regress: FAIL: redlock status paths printed:"; echo "$out"; mrc=1
-fi
+check_status_paths redlock redlock_nodes 3 "${rl_ports[@]}"
 cl_ports=()
 for n in 1 2 3; do
     # the bus port must be given: port + 10000 may be past 65535
@@ -167,12 +174,7 @@ for i in $(seq 1 200); do
     [ "$okn" = 3 ] && break; sleep 0.1
 done
 readers "${cl_ports[0]}"
-cl_list=$(printf '127.0.0.1:%s,' "${cl_ports[@]}"); cl_list=${cl_list%,}
-echo "valgrind-regress: cluster status paths ($cl_list)"
-out=$(status_paths cluster_nodes "$cl_list" | grep -v '^DETAIL\|^HINT' || true)
-if [ "$out" != "${multi_expect/NODES/1}" ]; then
-    echo "valgrind-regress: FAIL: cluster status paths printed:"; echo "$out"; mrc=1
-fi
+check_status_paths cluster cluster_nodes 1 "${cl_ports[@]}"
 
 "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$VG/data" -m fast -t 300 stop || true
 for i in $(seq 1 600); do kill -0 "$PM_PID" 2>/dev/null || break; sleep 0.5; done

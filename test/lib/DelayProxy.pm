@@ -77,6 +77,10 @@ sub run
 	vec($rin, 0, 1) = 1;    # stdin: commands
 	print "ready\n";
 
+	# released chunks go after what is queued already: every connection
+	# keeps its order
+	my $after_queued = sub { my ($t) = @_; return @q && $q[-1][0] > $t ? $q[-1][0] : $t; };
+
 	my $close_pair = sub {
 		my ($fd) = @_;
 		for my $f ($fd, $conn{$fd} ? $conn{$fd}{peer} : ())
@@ -167,14 +171,13 @@ sub run
 				elsif ($cmd =~ /^stall (up|down)$/) { $stalled{$1} = 1; print "ok stall $1\n"; }
 				elsif ($cmd =~ /^step (up|down) (\d+)$/)
 				{
-					my $due = @q ? ($q[-1][0] > $t ? $q[-1][0] : $t) : $t;
+					my $due = $after_queued->($t);
 					push @q, map { $_->[0] = $due; $_ } splice(@{ $held{$1} }, 0, $2);
 					print "ok step $1 $2\n";
 				}
 				elsif ($cmd =~ /^go (up|down|all)$/)
 				{
-					# after what is queued already, so every connection keeps its order
-					my $due = @q ? ($q[-1][0] > $t ? $q[-1][0] : $t) : $t;
+					my $due = $after_queued->($t);
 					for my $dir ($1 eq 'all' ? qw(up down) : ($1))
 					{
 						delete $stalled{$dir};
