@@ -1,4 +1,4 @@
-# redislock: PGXS build. Links Debian's libhiredis and compiles lua/*.lua into
+# redislock: PGXS build. Links Debian's libhiredis and OpenSSL, and compiles lua/*.lua into
 # a generated header so the scripts ship inside the library.
 
 MODULE_big = redislock
@@ -12,11 +12,13 @@ OBJS = \
 	src/redislock.o \
 	src/redlock.o \
 	src/registry.o \
+	src/resolve.o \
 	src/route.o \
 	src/scripts.o \
 	src/secrets.o \
 	src/sqlapi.o \
 	src/status.o \
+	src/tls.o \
 	src/transport.o \
 	src/views.o \
 	src/worker.o \
@@ -29,8 +31,8 @@ PGFILEDESC = "redislock - Redis-backed distributed locks"
 REGRESS = setup api scope badinput views
 
 PG_CPPFLAGS = -I$(srcdir)/src
-# -lanl: getaddrinfo_a, in libc itself since glibc 2.34
-SHLIB_LINK = -lhiredis -lanl
+# -lanl: getaddrinfo_a, in libc itself since glibc 2.34; OpenSSL for TLS
+SHLIB_LINK = -lhiredis -lanl -lssl -lcrypto
 EXTRA_CLEAN = src/lua_scripts.h
 
 LUA = $(sort $(wildcard lua/*.lua))

@@ -84,8 +84,8 @@ parse_db(const char *s, int *db)
 }
 
 /*
- * Parses redis://[user[:password]@]host[:port][/db] or
- * unix:///path[?db=N]. On failure *problem says why (never echoing secrets).
+ * Parses redis://[user[:password]@]host[:port][/db] (rediss:// for TLS)
+ * or unix:///path[?db=N]. On failure *problem says why (never echoing secrets).
  */
 static bool
 parse_url(const char *url, RLServer *out, const char **problem)
@@ -120,15 +120,16 @@ parse_url(const char *url, RLServer *out, const char **problem)
 	}
 	if (strncmp(url, "rediss://", 9) == 0)
 	{
-		*problem = "TLS (rediss://) is not supported by the hiredis this was built with";
-		return false;
+		out->tls = true;
+		p = url + 9;
 	}
-	if (strncmp(url, "redis://", 8) != 0)
+	else if (strncmp(url, "redis://", 8) == 0)
+		p = url + 8;
+	else
 	{
-		*problem = "the URL must start with redis:// or unix://";
+		*problem = "the URL must start with redis://, rediss:// or unix://";
 		return false;
 	}
-	p = url + 8;
 	slash = strchr(p, '/');
 	at = strrchr(p, '@');
 	if (at && slash && at > slash)

@@ -1,24 +1,23 @@
 /*
  * conn.c
- *	  Redis connections: hiredis in non-blocking mode, waited on with the
- *	  process latch so that cancel, timeouts and termination always get
- *	  through, and command_timeout enforced here rather than by hiredis.
+ *	  Redis connections: set up, found behind sentinels, and used for
+ *	  requests, waited on with the process latch so that cancel, timeouts
+ *	  and termination always get through.
  *
- * hiredis 0.14's blocking calls retry on EINTR, so a blocking call could
- * neither be cancelled nor bounded. A reply interrupted half-way leaves the
- * stream out of sync; such a connection is dropped and reopened on next use.
- * A Redlock master that answers after the majority keeps its connection
- * instead: its late replies are skipped on the next use (flight_abandon in
- * pipeline.c). Sockets are opened by transport.c, whose host name lookups
- * do not block; where to connect comes from config.c. Pipelines on several
- * connections at once are run by pipeline.c, subscriptions by pubsub.c.
+ * The byte stream (socket, TLS, reply reader) is transport.c's; nothing
+ * there blocks, and every wait happens here under our own deadlines. A
+ * reply interrupted half-way leaves the stream out of sync; such a
+ * connection is dropped and reopened on next use. A Redlock master that
+ * answers after the majority keeps its connection instead: its late replies
+ * are skipped on the next use (flight_abandon in pipeline.c). Where to
+ * connect comes from config.c. Pipelines on several connections at once are
+ * run by pipeline.c, subscriptions by pubsub.c.
  *
  * src/conn.c
  */
 #include "postgres.h"
 
 #include <limits.h>
-#include <unistd.h>
 #include <hiredis/hiredis.h>
 
 #include "lib/stringinfo.h"
@@ -33,6 +32,7 @@
 #include "conn_int.h"
 #include "redislock.h"
 #include "scripts.h"
+#include "tls.h"
 #include "transport.h"
 
 typedef enum WaitResult
@@ -55,6 +55,7 @@ rl_fail(RLConn *c, RLFailure failure, const char *fmt,...)
 	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
 	va_end(ap);
 	c->failure = failure;
+	c->errhint = NULL;
 	return false;
 }
 
@@ -151,7 +152,7 @@ rl_disconnect(RLConn *c)
 {
 	if (c->wes)
 		FreeWaitEventSet(c->wes);
-	if (c->ctx && (c->in_flight || c->owed > 0))
+	if (c->sock)
 	{
 		/*
 		 * A request whose outcome we gave up on must never take effect
@@ -159,15 +160,15 @@ rl_disconnect(RLConn *c)
 		 * partitioned network) die with it, and have the next connection
 		 * kill this one in Redis, dropping what reached it unread.
 		 */
-		rl_socket_reset(c->ctx->fd);
-		if (c->client_id > 0)
+		bool		abandoned = c->in_flight || c->owed > 0;
+
+		if (abandoned && c->client_id > 0)
 			c->stale_client_id = c->client_id;
+		rl_sock_close(c->sock, abandoned);
 	}
-	if (c->ctx)
-		redisFree(c->ctx);
 	c->client_id = 0;
 	c->wes = NULL;
-	c->ctx = NULL;
+	c->sock = NULL;
 	c->in_flight = false;
 	c->owed = 0;
 	c->subscribed = false;
@@ -179,7 +180,7 @@ rl_disconnect(RLConn *c)
 bool
 rl_healthy(RLConn *c)
 {
-	return c->ctx != NULL && !c->in_flight &&
+	return c->sock != NULL && !c->in_flight &&
 		c->generation == rl_settings_generation;
 }
 
@@ -188,14 +189,16 @@ rl_flush(RLConn *c, TimestampTz until)
 {
 	for (;;)
 	{
-		int			done = 0;
-
-		if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
-			return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						   rl_conn_desc(c), c->ctx->errstr);
-		if (done)
-			return true;
-		switch (wait_socket(c, WL_SOCKET_WRITEABLE, until))
+		switch (rl_sock_flush(c->sock))
+		{
+			case RL_IO_DONE:
+				return true;
+			case RL_IO_FAILED:
+				return rl_stream_failed(c);
+			case RL_IO_WAIT:
+				break;
+		}
+		switch (wait_socket(c, rl_sock_wants(c->sock), until))
 		{
 			case WAIT_READY:
 				break;
@@ -220,10 +223,8 @@ rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **
 	{
 		void	   *r = NULL;
 
-		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
-			return rl_fail(c, RLF_PROTOCOL,
-						   "invalid reply from redis server at %s: %s",
-						   rl_conn_desc(c), c->ctx->errstr);
+		if (!rl_sock_reply(c->sock, &r))
+			return rl_invalid_reply(c);
 		if (r != NULL && c->owed > 0)
 		{
 			c->owed--;
@@ -235,7 +236,7 @@ rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **
 			*out = r;
 			return true;
 		}
-		switch (wait_socket(c, WL_SOCKET_READABLE, until))
+		switch (wait_socket(c, rl_sock_read_wants(c->sock), until))
 		{
 			case WAIT_READY:
 				break;
@@ -248,9 +249,8 @@ rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **
 			case WAIT_FAILED:
 				return false;
 		}
-		if (redisBufferRead(c->ctx) == REDIS_ERR)
-			return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						   rl_conn_desc(c), c->ctx->errstr);
+		if (rl_sock_read(c->sock) == RL_IO_FAILED)
+			return rl_stream_failed(c);
 	}
 }
 
@@ -298,7 +298,7 @@ bool
 rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
 {
 	StringInfoData buf;
-	int			rc;
+	bool		ok;
 
 	initStringInfo(&buf);
 	for (int i = 0; i < ncmds; i++)
@@ -311,11 +311,10 @@ rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
 			appendBinaryStringInfo(&buf, "\r\n", 2);
 		}
 	}
-	rc = redisAppendFormattedCommand(c->ctx, buf.data, buf.len);
+	ok = rl_sock_queue(c->sock, buf.data, buf.len);
 	pfree(buf.data);
-	if (rc != REDIS_OK)
-		return rl_fail(c, RLF_IO, "could not queue a redis command: %s",
-					   c->ctx->errstr);
+	if (!ok)
+		return rl_fail(c, RLF_IO, "could not queue a redis command: out of memory");
 	return true;
 }
 
@@ -424,6 +423,7 @@ rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 			return rl_fail(c, RLF_SETUP,
 						   "redis server at %s refused the connection setup: %s",
 						   rl_conn_desc(c), replies[i]->str);
+	c->ready = true;
 	if (replies[st->id_reply]->type == REDIS_REPLY_INTEGER)
 		c->client_id = replies[st->id_reply]->integer;
 	c->stale_client_id = 0;
@@ -460,66 +460,152 @@ setup_session(RLConn *c, TimestampTz until)
 	return rl_check_setup(c, &st, replies);
 }
 
+/* Does c speak TLS? rediss:// for Redis servers, sentinel_tls for sentinels. */
+static bool
+wants_tls(const RLConn *c)
+{
+	return c->to_sentinel ? rl_sentinel_tls : rl_server.tls;
+}
+
 /*
  * Starts a non-blocking connect to the node (or unix path); the socket
  * becomes writable once it connected or failed (see rl_connected()). A host
- * name is resolved by until at the latest (see transport.c), not by
- * hiredis, whose lookup blocks.
+ * name is resolved by until at the latest (see resolve.c).
  */
 bool
 rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			   TimestampTz until)
 {
-	redisContext *ctx;
+	char		problem[512];
 
-	if (unix_path != NULL && unix_path[0] != '\0')
-		ctx = redisConnectUnixNonBlock(unix_path);
-	else
-	{
-		char		problem[512];
-		int			fd = rl_tcp_connect(node->host, node->port, until,
-										problem, sizeof(problem));
-
-		if (fd < 0)
-			return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-						   rl_conn_desc(c), problem);
-		ctx = redisConnectFd(fd);
-		if (ctx == NULL)
-			close(fd);
-		else
-			ctx->flags &= ~REDIS_BLOCK; /* EAGAIN means "wait", as we do */
-	}
-	if (ctx == NULL)
-		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: out of memory",
-					   rl_conn_desc(c));
-	c->ctx = ctx;
-	if (ctx->err)
+	c->sock = rl_sock_open(node->host, node->port, unix_path, until,
+						   problem, sizeof(problem));
+	if (c->sock == NULL)
 		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					   rl_conn_desc(c), ctx->errstr);
-
+					   rl_conn_desc(c), problem);
+	strlcpy(c->host, node->host, sizeof(c->host));
+	c->ready = false;
 	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
 	AddWaitEventToSet(c->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(c->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	c->sock_pos = AddWaitEventToSet(c->wes, WL_SOCKET_WRITEABLE, ctx->fd, NULL, NULL);
+	c->sock_pos = AddWaitEventToSet(c->wes, WL_SOCKET_WRITEABLE,
+									rl_sock_fd(c->sock), NULL, NULL);
 	c->sock_events = WL_SOCKET_WRITEABLE;
 	return true;
 }
 
-/* Once the socket of rl_open_socket() is writable: did the connect succeed? */
+/*
+ * Once the socket of rl_open_socket() is writable: did the connect succeed?
+ * A TLS connection then needs rl_sock_handshake() before anything is sent.
+ */
 bool
 rl_connected(RLConn *c)
 {
-	int			err = rl_socket_error(c->ctx->fd);
+	char		problem[512];
 
-	if (err != 0)
+	if (!rl_sock_connected(c->sock, wants_tls(c), c->host, problem, sizeof(problem)))
 		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					   rl_conn_desc(c), strerror(err));
-	if (c->ctx->connection_type == REDIS_CONN_TCP)
-		redisEnableKeepAlive(c->ctx);
+					   rl_conn_desc(c), problem);
 	return true;
 }
 
-/* Opens a socket to the node (or unix path) and waits until it connects. */
+static bool tls_answer(RLConn *c);
+
+static const char *
+plain_hint(const RLConn *c)
+{
+	return c->to_sentinel ?
+		"If the sentinels speak TLS, set redislock.sentinel_tls to on." :
+		"If the server speaks TLS on that port, use a rediss:// URL in redislock.url.";
+}
+
+/*
+ * The stream of c broke (rl_sock_* said RL_IO_FAILED). Before the setup
+ * replies came, that is a failure to connect, with the reason TLS gave.
+ * A TLS server that reads our plain request closes the connection at once,
+ * usually resetting it: the only sign, so say what it may mean.
+ */
+bool
+rl_stream_failed(RLConn *c)
+{
+	const char *hint = rl_sock_hint(c->sock);
+
+	if (c->ready)
+		return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
+					   rl_conn_desc(c), rl_sock_error(c->sock));
+	if (rl_sock_got_tls_record(c->sock))
+		return tls_answer(c);
+	rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+			rl_conn_desc(c), rl_sock_error(c->sock));
+	if (hint == NULL && !rl_sock_is_tls(c->sock) && !rl_sock_got_bytes(c->sock) &&
+		(c->pinned || rl_server.unix_path[0] == '\0'))
+		hint = plain_hint(c);
+	c->errhint = hint;
+	return false;
+}
+
+/* What c received is not RESP: maybe a TLS server on a plain connection. */
+bool
+rl_invalid_reply(RLConn *c)
+{
+	if (!c->ready && rl_sock_got_tls_record(c->sock))
+		return tls_answer(c);
+	return rl_fail(c, RLF_PROTOCOL, "invalid reply from redis server at %s: %s",
+				   rl_conn_desc(c), rl_sock_error(c->sock));
+}
+
+/* A plain connection got a TLS record back: the port expects TLS. */
+static bool
+tls_answer(RLConn *c)
+{
+	rl_fail(c, RLF_CONNECT,
+			"could not connect to redis server at %s: the server answered with TLS",
+			rl_conn_desc(c));
+	c->errhint = plain_hint(c);
+	return false;
+}
+
+/* Runs the TLS handshake of a connected socket (no-op without TLS). */
+const char *const rl_handshake_hint =
+"A server without TLS on that port does not answer a TLS handshake: check the port, or use a redis:// URL.";
+
+static bool
+handshake(RLConn *c, TimestampTz until)
+{
+	for (;;)
+	{
+		switch (rl_sock_handshake(c->sock))
+		{
+			case RL_IO_DONE:
+				return true;
+			case RL_IO_FAILED:
+				rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+						rl_conn_desc(c), rl_sock_error(c->sock));
+				c->errhint = rl_sock_hint(c->sock);
+				return false;
+			case RL_IO_WAIT:
+				break;
+		}
+		switch (wait_socket(c, rl_sock_wants(c->sock), until))
+		{
+			case WAIT_READY:
+				break;
+			case WAIT_TIMEOUT:
+				rl_fail(c, RLF_CONNECT,
+						"could not connect to redis server at %s: the TLS handshake did not finish within redislock.connect_timeout (%d ms)",
+						rl_conn_desc(c), rl_connect_timeout);
+				c->errhint = rl_handshake_hint;
+				return false;
+			case WAIT_FAILED:
+				return false;
+		}
+	}
+}
+
+/*
+ * Opens a socket to the node (or unix path) and waits until it connects
+ * and, with TLS, until the server is verified.
+ */
 static bool
 connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			   TimestampTz until)
@@ -537,7 +623,7 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 		case WAIT_FAILED:
 			return false;
 	}
-	return rl_connected(c);
+	return rl_connected(c) && handshake(c, until);
 }
 
 /*
@@ -550,7 +636,7 @@ static bool
 ask_sentinel(const RLNode *sentinel, int n, const RLCommand *cmds,
 			 RLReply **replies, TimestampTz until, char *problem, size_t size)
 {
-	static RLConn probe = {.role = "sentinel", .pinned = true};
+	static RLConn probe = {.role = "sentinel", .pinned = true, .to_sentinel = true};
 	bool		ok;
 
 	probe.node = *sentinel;
@@ -875,6 +961,7 @@ rl_report(RLConn *c, int elevel)
 	ereport(elevel,
 			(errcode(code),
 			 errmsg("%s", c->errmsg),
+			 c->errhint != NULL ? errhint("%s", c->errhint) :
 			 c->failure == RLF_SETUP ?
 			 errhint("Check redislock.url and redislock.password.") : 0));
 }

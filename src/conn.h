@@ -91,12 +91,15 @@ typedef struct RLConn
 	const char *role;			/* "command" or "subscriber", for logs */
 	bool		pinned;			/* connects to node, not to redislock.url */
 	bool		preload_scripts;	/* SCRIPT LOAD all of them when opened */
+	bool		to_sentinel;	/* speaks to a sentinel: redislock.sentinel_tls */
 	RLNode		node;
-	struct redisContext *ctx;
+	char		host[256];		/* connected to: the name to verify in TLS */
+	struct RLSocket *sock;
 	struct WaitEventSet *wes;
 	int			sock_pos;
 	uint32		sock_events;
 	uint64		generation;		/* rl_settings_generation when opened */
+	bool		ready;			/* the connection setup was answered */
 	bool		in_flight;		/* a request or subscription was left
 								 * half-done: the stream is out of sync */
 	bool		maybe_delivered;	/* the last request may have reached the
@@ -112,6 +115,7 @@ typedef struct RLConn
 	const char *const *channels;
 	RLFailure	failure;
 	char		errmsg[1024];
+	const char *errhint;		/* advice for the user, or NULL */
 } RLConn;
 
 /* One pipeline of rl_exec_parallel(): cmds sent on conn. */

@@ -10,6 +10,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "transport.h"
+
 #include "conn.h"
 #include "scripts.h"
 
@@ -22,6 +24,7 @@ typedef struct RLServer
 	char		user[128];
 	char		password[256];
 	int			db;
+	bool		tls;			/* rediss:// */
 	char		desc[300];		/* host:port or unix:path, never secrets */
 } RLServer;
 
@@ -52,6 +55,9 @@ extern long rl_ms_until(TimestampTz until);
 extern bool rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 						   TimestampTz until);
 extern bool rl_connected(RLConn *c);
+extern bool rl_stream_failed(RLConn *c);
+extern const char *const rl_handshake_hint;
+extern bool rl_invalid_reply(RLConn *c);
 extern int	rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale,
 						   RLSetup *st);
 extern bool rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies);

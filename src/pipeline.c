@@ -25,6 +25,7 @@
 typedef enum FlightState
 {
 	FLIGHT_CONNECTING,
+	FLIGHT_HANDSHAKE,			/* TLS only */
 	FLIGHT_WRITING,
 	FLIGHT_READING,
 	FLIGHT_DONE
@@ -42,6 +43,13 @@ typedef struct Flight
 } Flight;
 
 static void flight_step(Flight *f);
+
+/* Still before the first request byte: bounded by connect_timeout. */
+static bool
+connecting(const Flight *f)
+{
+	return f->state == FLIGHT_CONNECTING || f->state == FLIGHT_HANDSHAKE;
+}
 
 static void
 flight_fail(Flight *f)
@@ -102,16 +110,14 @@ flight_read(Flight *f)
 {
 	RLConn	   *c = f->b->conn;
 
-	if (redisBufferRead(c->ctx) == REDIS_ERR)
-		return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-					   rl_conn_desc(c), c->ctx->errstr);
+	if (rl_sock_read(c->sock) == RL_IO_FAILED)
+		return rl_stream_failed(c);
 	for (;;)
 	{
 		void	   *r = NULL;
 
-		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
-			return rl_fail(c, RLF_PROTOCOL, "invalid reply from redis server at %s: %s",
-						   rl_conn_desc(c), c->ctx->errstr);
+		if (!rl_sock_reply(c->sock, &r))
+			return rl_invalid_reply(c);
 		if (r == NULL)
 			return true;
 		if (c->owed > 0)
@@ -141,7 +147,6 @@ static void
 flight_step(Flight *f)
 {
 	RLConn	   *c = f->b->conn;
-	int			done = 0;
 
 	switch (f->state)
 	{
@@ -151,18 +156,38 @@ flight_step(Flight *f)
 				flight_fail(f);
 				return;
 			}
+			f->state = FLIGHT_HANDSHAKE;
+			/* FALLTHROUGH */
+		case FLIGHT_HANDSHAKE:
+			switch (rl_sock_handshake(c->sock))
+			{
+				case RL_IO_DONE:
+					break;
+				case RL_IO_WAIT:
+					return;
+				case RL_IO_FAILED:
+					rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
+							rl_conn_desc(c), rl_sock_error(c->sock));
+					c->errhint = rl_sock_hint(c->sock);
+					flight_fail(f);
+					return;
+			}
 			f->state = FLIGHT_WRITING;
 			/* FALLTHROUGH */
 		case FLIGHT_WRITING:
 			c->maybe_delivered = true;
-			if (redisBufferWrite(c->ctx, &done) == REDIS_ERR)
+			switch (rl_sock_flush(c->sock))
 			{
-				rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-						rl_conn_desc(c), c->ctx->errstr);
-				flight_fail(f);
+				case RL_IO_DONE:
+					f->state = FLIGHT_READING;
+					break;
+				case RL_IO_WAIT:
+					break;
+				case RL_IO_FAILED:
+					rl_stream_failed(c);
+					flight_fail(f);
+					break;
 			}
-			else if (done)
-				f->state = FLIGHT_READING;
 			return;
 		case FLIGHT_READING:
 			if (!flight_read(f))
@@ -187,7 +212,7 @@ flight_abandon(Flight *f)
 	RLConn	   *c = f->b->conn;
 	int			left = f->setup.n + f->b->ncmds - f->got;
 
-	if (f->state == FLIGHT_CONNECTING || f->got < f->setup.n ||
+	if (connecting(f) || f->got < f->setup.n ||
 		c->owed + left > RL_MAX_OWED)
 		return false;
 	if (f->setup.n > 0 && !rl_check_setup(c, &f->setup, f->setup_replies))
@@ -219,6 +244,13 @@ flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_un
 			rl_fail(c, RLF_CONNECT,
 					"could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
 					rl_conn_desc(c), rl_connect_timeout);
+		else if (flights[i].state == FLIGHT_HANDSHAKE && now >= connect_until)
+		{
+			rl_fail(c, RLF_CONNECT,
+					"could not connect to redis server at %s: the TLS handshake did not finish within redislock.connect_timeout (%d ms)",
+					rl_conn_desc(c), rl_connect_timeout);
+			c->errhint = rl_handshake_hint;
+		}
 		else if (now >= until && straggling)
 		{
 			rl_fail(c, RLF_TIMEOUT,
@@ -237,10 +269,20 @@ flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_un
 	}
 }
 
+/* The socket event f waits for: TLS may need either in any state. */
 static uint32
 flight_events(const Flight *f)
 {
-	return f->state == FLIGHT_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+	switch (f->state)
+	{
+		case FLIGHT_HANDSHAKE:
+		case FLIGHT_WRITING:
+			return rl_sock_wants(f->b->conn->sock);
+		case FLIGHT_READING:
+			return rl_sock_read_wants(f->b->conn->sock);
+		default:
+			return WL_SOCKET_WRITEABLE;
+	}
 }
 
 /*
@@ -279,7 +321,7 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
 		for (int i = 0; i < n; i++)
 			if (flights[i].state != FLIGHT_DONE)
 				pos[i] = AddWaitEventToSet(wes, flight_events(&flights[i]),
-										   flights[i].b->conn->ctx->fd, NULL, &flights[i]);
+										   rl_sock_fd(flights[i].b->conn->sock), NULL, &flights[i]);
 		while (!rebuild && !interrupted)
 		{
 			long		timeout;
@@ -291,7 +333,7 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
 			{
 				active |= flights[i].state != FLIGHT_DONE;
 				nok += flights[i].b->ok ? 1 : 0;
-				if (flights[i].state == FLIGHT_CONNECTING)
+				if (connecting(&flights[i]))
 					deadline = Min(deadline, connect_until);
 			}
 

@@ -163,13 +163,13 @@ drain_messages(RLConn *c, bool read)
 {
 	int			result = 0;
 
-	if (read && redisBufferRead(c->ctx) == REDIS_ERR)
+	if (read && rl_sock_read(c->sock) == RL_IO_FAILED)
 		result = -1;
 	while (result == 0)
 	{
 		void	   *r = NULL;
 
-		if (redisGetReplyFromReader(c->ctx, &r) == REDIS_ERR)
+		if (!rl_sock_reply(c->sock, &r))
 			result = -1;
 		else if (r == NULL)
 			break;
@@ -220,8 +220,8 @@ rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
 		AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		for (int i = 0; i < nconns; i++)
 			if (conns[i]->subscribed)
-				AddWaitEventToSet(wes, WL_SOCKET_READABLE, conns[i]->ctx->fd,
-								  NULL, conns[i]);
+				AddWaitEventToSet(wes, rl_sock_read_wants(conns[i]->sock),
+								  rl_sock_fd(conns[i]->sock), NULL, conns[i]);
 		nev = WaitEventSetWait(wes, timeout, events, nlive + 2, PG_WAIT_EXTENSION);
 		FreeWaitEventSet(wes);
 		for (int e = 0; e < nev; e++)
@@ -247,12 +247,16 @@ rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
 void
 rl_unsubscribe(RLConn *c)
 {
-	int			done = 0;
+	RLCommand	cmd;
 
-	if (c->ctx == NULL || !c->subscribed)
+	if (c->sock == NULL || !c->subscribed)
 		return;
-	if (redisAppendCommand(c->ctx, c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE") != REDIS_OK ||
-		redisBufferWrite(c->ctx, &done) == REDIS_ERR || !done)
+	memset(&cmd, 0, sizeof(cmd));
+	if (c->sharded)
+		rl_set_arg(&cmd, "SUNSUBSCRIBE", 12);
+	else
+		rl_set_arg(&cmd, "UNSUBSCRIBE", 11);
+	if (!rl_queue_commands(c, 1, &cmd) || rl_sock_flush(c->sock) != RL_IO_DONE)
 	{
 		rl_disconnect(c);
 		return;

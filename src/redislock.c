@@ -19,6 +19,7 @@
 #include "redislock.h"
 #include "registry.h"
 #include "secrets.h"
+#include "tls.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -41,6 +42,12 @@ bool		rl_verify_on_commit = true;
 int			rl_sync_replicas = 0;
 int			rl_token_ttl = RL_TOKEN_TTL_DEFAULT;
 int			rl_max_locks_per_session = 1000;
+char	   *rl_tls_ca_file = NULL;
+char	   *rl_tls_cert_file = NULL;
+char	   *rl_tls_key_file = NULL;
+int			rl_tls_verify = RL_TLS_VERIFY_FULL;
+char	   *rl_tls_server_name = NULL;
+bool		rl_sentinel_tls = false;
 uint64		rl_settings_generation = 1;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -83,9 +90,47 @@ assign_connection_setting(const char *newval, void *extra)
 }
 
 static void
-assign_pubsub_setting(int newval, void *extra)
+assign_enum_connection_setting(int newval, void *extra)
 {
 	rl_settings_generation++;
+}
+
+static void
+assign_bool_connection_setting(bool newval, void *extra)
+{
+	rl_settings_generation++;
+}
+
+static const struct config_enum_entry tls_verify_options[] = {
+	{"full", RL_TLS_VERIFY_FULL, false},
+	{"ca", RL_TLS_VERIFY_CA, false},
+	{"none", RL_TLS_VERIFY_NONE, false},
+	{NULL, 0, false}
+};
+
+static bool
+check_tls_file(char **newval, void **extra, GucSource source)
+{
+	char	   *detail = NULL;
+
+	if (rl_tls_check_file(*newval, &detail))
+		return true;
+	GUC_check_errdetail("%s", detail);
+	return false;
+}
+
+static bool
+check_tls_key_file(char **newval, void **extra, GucSource source)
+{
+	char	   *detail = NULL;
+	char	   *hint = NULL;
+
+	if (rl_tls_check_key_file(*newval, &detail, &hint))
+		return true;
+	GUC_check_errdetail("%s", detail);
+	if (hint)
+		GUC_check_errhint("%s", hint);
+	return false;
 }
 
 static void
@@ -109,7 +154,7 @@ define_settings(void)
 {
 	DefineCustomStringVariable("redislock.url",
 							   "Redis server that holds the locks.",
-							   "redis://[user[:password]@]host[:port][/db] or unix:///path[?db=N].",
+							   "redis://[user[:password]@]host[:port][/db], rediss://... for TLS, or unix:///path[?db=N].",
 							   &rl_url,
 							   "redis://127.0.0.1:6379",
 							   PGC_SUSET,
@@ -171,7 +216,7 @@ define_settings(void)
 							 pubsub_options,
 							 PGC_SUSET,
 							 0,
-							 NULL, assign_pubsub_setting, NULL);
+							 NULL, assign_enum_connection_setting, NULL);
 	DefineCustomStringVariable("redislock.redlock_nodes",
 							   "Independent Redis masters for Redlock, as host:port,host:port,... (at least 3).",
 							   "When set, a lock is held when a majority of them grant it.",
@@ -252,6 +297,55 @@ define_settings(void)
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
+	DefineCustomStringVariable("redislock.tls_ca_file",
+							   "CA certificates that Redis servers' certificates must chain to (TLS).",
+							   "Empty: the system's store.",
+							   &rl_tls_ca_file,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_tls_file, assign_connection_setting, NULL);
+	DefineCustomStringVariable("redislock.tls_cert_file",
+							   "Client certificate shown to Redis servers that ask for one (TLS).",
+							   NULL,
+							   &rl_tls_cert_file,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_tls_file, assign_connection_setting, NULL);
+	DefineCustomStringVariable("redislock.tls_key_file",
+							   "Private key of redislock.tls_cert_file (PEM, no passphrase).",
+							   "Must be owned by the server's user with permissions u=rw (0600) or less, or by root with u=rw,g=r (0640) or less.",
+							   &rl_tls_key_file,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_tls_key_file, assign_connection_setting, NULL);
+	DefineCustomEnumVariable("redislock.tls_verify",
+							 "What is checked of a Redis server's certificate (TLS).",
+							 "full: chain and host name; ca: chain only; none: nothing (logged as a WARNING).",
+							 &rl_tls_verify,
+							 RL_TLS_VERIFY_FULL,
+							 tls_verify_options,
+							 PGC_SUSET,
+							 GUC_SUPERUSER_ONLY,
+							 NULL, assign_enum_connection_setting, NULL);
+	DefineCustomStringVariable("redislock.tls_server_name",
+							   "Name sent (SNI) and verified in Redis servers' certificates, instead of the host connected to.",
+							   "For servers reached by IP address whose certificate names a host.",
+							   &rl_tls_server_name,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, assign_connection_setting, NULL);
+	DefineCustomBoolVariable("redislock.sentinel_tls",
+							 "Speak TLS to the Redis Sentinels of redislock.sentinels.",
+							 "The masters they name use TLS when redislock.url is rediss://.",
+							 &rl_sentinel_tls,
+							 false,
+							 PGC_SUSET,
+							 GUC_SUPERUSER_ONLY,
+							 NULL, assign_bool_connection_setting, NULL);
 	/* The shared table exists only when preloaded; so does its size. */
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("redislock.max_locks",

@@ -48,6 +48,12 @@ extern bool rl_verify_on_commit;
 extern int	rl_sync_replicas;
 extern int	rl_token_ttl;
 extern int	rl_max_locks_per_session;
+extern char *rl_tls_ca_file;
+extern char *rl_tls_cert_file;
+extern char *rl_tls_key_file;
+extern int	rl_tls_verify;
+extern char *rl_tls_server_name;
+extern bool rl_sentinel_tls;
 
 /* redislock.cluster_pubsub */
 typedef enum RLPubSub
@@ -55,6 +61,14 @@ typedef enum RLPubSub
 	RL_PUBSUB_SHARDED,
 	RL_PUBSUB_CLASSIC
 } RLPubSub;
+
+/* redislock.tls_verify */
+typedef enum RLTlsVerify
+{
+	RL_TLS_VERIFY_FULL,			/* chain and host name */
+	RL_TLS_VERIFY_CA,			/* chain only */
+	RL_TLS_VERIFY_NONE
+} RLTlsVerify;
 
 /* Bumped whenever url or password change, so connections reopen. */
 extern uint64 rl_settings_generation;
