@@ -28,10 +28,14 @@ SELECT redis_lock_release('bad:edge') IS NOT NULL AS released_or_expired;
 
 -- Connection settings are checked when set.
 SELECT rl_try($$SET redislock.url = 'http://127.0.0.1'$$);
-SELECT rl_try($$SET redislock.url = 'rediss://127.0.0.1:6380'$$);
+SELECT rl_try($$SET redislock.url = 'rediss://'$$);
 SELECT rl_try($$SET redislock.url = 'redis://127.0.0.1:99999'$$);
 SELECT rl_try($$SET redislock.url = 'redis://127.0.0.1:6379/x'$$);
 SELECT rl_try($$SET redislock.url = 'unix://relative.sock'$$);
+SELECT rl_try($$SET redislock.tls_verify = 'sometimes'$$);
+SELECT rl_try($$SET redislock.tls_ca_file = '/nonexistent/ca.crt'$$);
+SELECT rl_try($$SET redislock.tls_cert_file = '/nonexistent/client.crt'$$);
+SELECT rl_try($$SET redislock.tls_key_file = '/nonexistent/client.key'$$);
 SELECT rl_try($$SET redislock.watchdog_timeout = '10ms'$$);
 
 -- A Redis that is not there: an error naming the server, never a hang.

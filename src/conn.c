@@ -176,11 +176,15 @@ rl_disconnect(RLConn *c)
 	c->channels = NULL;
 }
 
-/* Is c open, in sync and opened with the current settings? */
+/*
+ * Is c open, set up, in sync and opened with the current settings? A
+ * connect or TLS handshake cut short by an interrupt leaves an open socket
+ * that was never set up (no AUTH, no CLIENT ID): not healthy.
+ */
 bool
 rl_healthy(RLConn *c)
 {
-	return c->sock != NULL && !c->in_flight &&
+	return c->sock != NULL && c->ready && !c->in_flight &&
 		c->generation == rl_settings_generation;
 }
 

@@ -248,7 +248,7 @@ rl_tls_describe(SSL *ssl, int err, int saved_errno, const char *host,
 		 * alert and closes; when our first request is still unread there,
 		 * the close resets the connection and the alert is lost.
 		 */
-		snprintf(buf, size, "the server closed the connection after asking for a client certificate: %s",
+		snprintf(buf, size, "connection closed by the server after it asked for a client certificate: %s",
 				 saved_errno != 0 ? strerror(saved_errno) : "end of stream");
 		*hint = client_cert_hint();
 	}
@@ -261,7 +261,7 @@ rl_tls_describe(SSL *ssl, int err, int saved_errno, const char *host,
 	else if (saved_errno != 0)
 		snprintf(buf, size, "%s", strerror(saved_errno));
 	else
-		snprintf(buf, size, "the server closed the connection");
+		snprintf(buf, size, "connection closed by the server");
 	ERR_clear_error();
 }
 

@@ -361,7 +361,7 @@ rl_sock_read(RLSocket *s)
 		if (n < 0)
 			return sock_fail(s, "%s", strerror(errno));
 		if (n == 0)
-			return sock_fail(s, "the server closed the connection");
+			return sock_fail(s, "connection closed by the server");
 		return take_in(s, buf, n);
 	}
 	for (;;)
