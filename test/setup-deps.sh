@@ -12,6 +12,8 @@ PACKAGES=(
     libipc-run-perl             # PostgreSQL::Test::Utils needs IPC::Run
     libdbd-pg-perl              # multi-session TAP tests (RedisLockTest::Session)
     libredis-perl               # Redis client for Perl tests
+    libio-socket-ssl-perl       # FakeRedisson over TLS (rediss) in the TLS tests
+    openssl                     # the TLS tests' certificates (RedisLockTest::TLS)
     gnuplot-nox                 # benchmark plots
     make gcc                    # building (usually present with -server-dev)
 )

@@ -1,6 +1,7 @@
 # RedisLockTest.pm — the harness of redislock's multi-session TAP tests
 # (test/t, test/faults/t, bench): package RedisLockTest's functions; it loads
-# RedisLockTest::Redis, ::Cluster, ::Redlock and ::Session from RedisLockTest/.
+# RedisLockTest::Redis, ::Cluster, ::Redlock, ::Session and ::TLS from
+# RedisLockTest/.
 
 =pod
 
@@ -67,6 +68,7 @@ use RedisLockTest::Redis;
 use RedisLockTest::Cluster;
 use RedisLockTest::Redlock;
 use RedisLockTest::Session;
+use RedisLockTest::TLS;
 
 our $POLL_INTERVAL = 0.05;    # seconds between polls in wait_until
 
@@ -347,7 +349,8 @@ How many entries the fair lock's timeout set redisson_lock_timeout:{$name}
 Runs @cmd on the RedisLockTest::Redis $r over a RESP connection kept per
 port and opened again after a restart (FakeRedisson::conn_to; the caller
 loads FakeRedisson) and returns the reply: a string or number, an array
-reference for a multi-bulk reply.  Dies on a Redis error reply.
+reference for a multi-bulk reply.  Dies on a Redis error reply.  Over TLS
+for a TLS server ($r->tls_opts).
 
 =back
 
@@ -453,7 +456,7 @@ sub fair_timeout_count { $_[0]->cmd('ZCARD', FakeRedisson::timeout_key($_[1])) }
 sub redis_cmd
 {
 	my ($r, @cmd) = @_;
-	return FakeRedisson::conn_to($r->port)->cmd(@cmd);
+	return FakeRedisson::conn_to($r->port, undef, $r->tls_opts)->cmd(@cmd);
 }
 
 sub lock_stats

@@ -9,6 +9,7 @@
 # the extension.
 #
 #   my $java = FakeRedisson->new(port => $redis->port);
+#   my $java = FakeRedisson->new(port => $tls_redis->port, $tls_redis->tls_opts);
 #   $java->try_lock('order:42', 1, 30000);     # undef = acquired, else ttl
 #   $java->unlock('order:42', 1);              # undef / 0 / 1 as Redisson
 #   my $sub = FakeRedisson::Conn->new(port => ...);
@@ -31,6 +32,14 @@ use Time::HiRes ();
 use Carp;
 
 # A minimal, binary-safe RESP2 client with bounded reads.
+# Options: host (127.0.0.1), port | path, password, timeout (seconds per
+# reply, 30), and for TLS (rediss)
+#   tls => { ca_file => ..., cert_file => ..., key_file => ...,
+#            verify_hostname => 1 }
+# (RedisLockTest::Redis->tls_opts gives it): the server's certificate is
+# checked against ca_file and, unless verify_hostname => 0, against host; a
+# client certificate is presented if cert_file is given.  IO::Socket::SSL
+# (Debian: libio-socket-ssl-perl) is loaded only then.
 sub new
 {
 	my ($class, %o) = @_;
@@ -39,6 +48,10 @@ sub new
 	{
 		$sock = IO::Socket::UNIX->new(Peer => $o{path}, Type => SOCK_STREAM)
 		  or croak "connect $o{path}: $!";
+	}
+	elsif ($o{tls})
+	{
+		$sock = _tls_connect($o{host} // '127.0.0.1', $o{port}, $o{tls});
 	}
 	else
 	{
@@ -53,14 +66,52 @@ sub new
 		sock    => $sock,
 		buf     => '',
 		timeout => $o{timeout} // 30,
+		tls     => $o{tls} ? 1 : 0,
 	}, $class;
 	$self->cmd('AUTH', $o{password}) if defined $o{password};
 	return $self;
 }
 
+# A TLS connection, handshake done (bounded by 5 s, as the plain connect),
+# then non-blocking: reads and writes wait in select with the reply
+# deadline, as on a plain socket.
+sub _tls_connect
+{
+	my ($host, $port, $t) = @_;
+	require IO::Socket::SSL;
+	my $verify_name = $t->{verify_hostname} // 1;
+	my $sock = IO::Socket::SSL->new(
+		PeerAddr        => $host,
+		PeerPort        => $port,
+		Timeout         => 5,
+		SSL_verify_mode => IO::Socket::SSL::SSL_VERIFY_PEER(),
+		SSL_ca_file     => $t->{ca_file},
+		($t->{cert_file} ? (SSL_cert_file => $t->{cert_file}, SSL_key_file => $t->{key_file}) : ()),
+		SSL_verifycn_scheme => $verify_name ? 'default' : 'none',
+		SSL_verifycn_name   => $host,
+		# no SNI for an address (RFC 6066)
+		($host =~ /^[\d.]+$|:/ ? (SSL_hostname => '') : (SSL_hostname => $host)),
+	) or croak "TLS connect $host:$port: " . ($IO::Socket::SSL::SSL_ERROR || $@ || $!);
+	$sock->blocking(0);
+	return $sock;
+}
+
+# Waits (until $deadline) for the TLS socket to be ready for what the last
+# TLS call wants (read or write).  Returns 0 on timeout.
+sub _tls_wait
+{
+	my ($self, $deadline) = @_;
+	my $left = $deadline - Time::HiRes::time();
+	return 0 if $left <= 0;
+	my $sel = IO::Select->new($self->{sock});
+	my $want_write = $IO::Socket::SSL::SSL_ERROR == IO::Socket::SSL::SSL_WANT_WRITE();
+	return scalar($want_write ? $sel->can_write($left) : $sel->can_read($left));
+}
+
 sub _fill
 {
 	my ($self, $deadline) = @_;
+	return $self->_tls_fill($deadline) if $self->{tls};
 	my $left = $deadline - Time::HiRes::time();
 	return 0 if $left <= 0;
 	my $sel = IO::Select->new($self->{sock});
@@ -69,6 +120,33 @@ sub _fill
 	croak "redis connection closed" unless $n;
 	$self->{buf} .= $chunk;
 	return 1;
+}
+
+# TLS: data already decrypted (pending) is read first; a record that held
+# no data (e.g. a session ticket) is not the end of the connection.
+sub _tls_fill
+{
+	my ($self, $deadline) = @_;
+	my $sock = $self->{sock};
+	while (1)
+	{
+		if (!$sock->pending)
+		{
+			my $left = $deadline - Time::HiRes::time();
+			return 0 if $left <= 0;
+			return 0 unless IO::Select->new($sock)->can_read($left);
+		}
+		my $n = sysread($sock, my $chunk, 65536);
+		if ($n)
+		{
+			$self->{buf} .= $chunk;
+			return 1;
+		}
+		croak "redis connection closed" if defined $n;
+		croak "read from redis: " . ($IO::Socket::SSL::SSL_ERROR || $!)
+		  unless $!{EAGAIN} || $!{EWOULDBLOCK};
+		$self->_tls_wait($deadline) or return 0;
+	}
 }
 
 sub _line
@@ -141,10 +219,17 @@ sub send_cmd
 		$out .= '$' . length($b) . "\r\n" . $b . "\r\n";
 	}
 	my $off = 0;
+	my $deadline = Time::HiRes::time() + $self->{timeout};
 	while ($off < length $out)
 	{
 		my $n = syswrite($self->{sock}, $out, length($out) - $off, $off);
-		croak "write to redis: $!" unless defined $n;
+		if (!defined $n && $self->{tls} && ($!{EAGAIN} || $!{EWOULDBLOCK}))
+		{
+			$self->_tls_wait($deadline) or croak "timeout writing to redis";
+			next;
+		}
+		croak "write to redis: " . ($self->{tls} ? ($IO::Socket::SSL::SSL_ERROR || $!) : $!)
+		  unless defined $n;
 		$off += $n;
 	}
 }
@@ -243,15 +328,17 @@ sub script_path { return "$DIR/$_[0].lua"; }
 
 # A direct connection to host:port, kept per address and opened again when
 # the server went away (restarts are what these tests do to it).
+# %opt: more FakeRedisson::Conn->new options, e.g. tls (used when the
+# connection is opened).
 my %conn;
 sub conn_to
 {
-	my ($port, $host) = @_;
+	my ($port, $host, %opt) = @_;
 	$host //= '127.0.0.1';
 	my $k = "$host:$port";
 	my $c = $conn{$k};
 	if ($c && !eval { $c->cmd('PING'); 1 }) { $c->close; undef $c; }
-	$conn{$k} = $c //= FakeRedisson::Conn->new(host => $host, port => $port, timeout => 10);
+	$conn{$k} = $c //= FakeRedisson::Conn->new(%opt, host => $host, port => $port, timeout => 10);
 	return $c;
 }
 
@@ -275,7 +362,8 @@ sub now_ms { int(Time::HiRes::time() * 1000) }
 
 my $req_seq = 0;
 
-# Options: host, port | path, password, timeout (seconds per reply, 30); uuid;
+# Options: host, port | path, password, timeout (seconds per reply, 30), tls
+# (see FakeRedisson::Conn->new; also used for the cluster nodes); uuid;
 # lease (lockWatchdogTimeout) and fair_wait (fairLockWaitTimeout), in ms;
 #   cluster => 1  port is a Redis Cluster node: follow redirects (see cmd)
 #   sharded => 1  sharded pub/sub: SPUBLISH in the scripts, SSUBSCRIBE in
@@ -289,7 +377,7 @@ sub new
 	my $uuid = $o{uuid} // sprintf('%08x-%04x-4%03x-a%03x-%012x',
 		int(rand(2**32)), int(rand(2**16)), int(rand(2**12)),
 		int(rand(2**12)), int(rand(2**48)));
-	my %c = map { $_ => $o{$_} } grep { exists $o{$_} } qw(host port path password timeout);
+	my %c = map { $_ => $o{$_} } grep { exists $o{$_} } qw(host port path password timeout tls);
 	return bless {
 		uuid  => $uuid,
 		conn  => FakeRedisson::Conn->new(%c),

@@ -49,8 +49,15 @@ the servers' log tails otherwise.  Options:
   extra        => [...] more redis.conf lines for every server
 
 Any other option goes to every RedisLockTest::Redis->new (appendonly,
-requirepass, start_timeout).  With requirepass, replicas authenticate to
+requirepass, start_timeout, tls ...).  With requirepass, replicas authenticate to
 their masters with it (masterauth) and migrations pass it to MIGRATE.
+With tls, every server also has C<tls-cluster yes>: the cluster bus,
+replication and MIGRATE run over TLS, and CLUSTER NODES / CLUSTER SLOTS and
+MOVED / ASK redirects name the TLS ports (port of each server):
+
+  my $c = RedisLockTest::Cluster->new(masters => 3, tls => RedisLockTest::TLS->new);
+  my $java = FakeRedisson->new(port => ($c->masters)[0]->port, cluster => 1,
+                               ($c->nodes)[0]->tls_opts);
 
 =cut
 
@@ -80,6 +87,7 @@ sub new
 				"cluster-node-timeout $timeout",
 				'cluster-port ' . RedisLockTest::free_port(),
 				(defined $opt{requirepass} ? ("masterauth $opt{requirepass}") : ()),
+				($opt{tls} ? ('tls-cluster yes') : ()),
 				@$extra,
 			]);
 		push @{ $self->{nodes} }, $r;

@@ -33,6 +33,31 @@ Starts it and waits (bounded) until it answers PING.  Options:
   sentinel    => 1      run it as a Redis Sentinel (extra holds its
                         'sentinel monitor ...' lines)
 
+TLS (see RedisLockTest::TLS for the certificates):
+
+  tls => $tls           a RedisLockTest::TLS: serve TLS on port (tls-port),
+                        and no plain port (port 0) unless tls_plain_port;
+                        tls-replication yes, so that replicas connect to
+                        their master, and sentinels to what they monitor,
+                        over TLS.  A cluster also wants 'tls-cluster yes'
+                        (RedisLockTest::Cluster adds it).
+  tls_server => 'server'  which certificate it presents: 'server' (signed by
+                        the CA, SAN localhost and 127.0.0.1), 'wrongname'
+                        (signed by the CA, SAN wrong.example only) or
+                        'untrusted' (signed by the untrusted CA)
+  tls_auth_clients => 'no'  tls-auth-clients: 'no', 'yes' (a client
+                        certificate signed by the CA is required) or
+                        'optional' (checked if one is presented)
+  tls_plain_port => 0   1: also a plain port (plain_port)
+
+tls-ca-cert-file is always the CA (ca_file): it checks client certificates
+and, on outgoing connections (replication, sentinel, cluster bus), the
+server's; so a server with the 'untrusted' certificate cannot be
+replicated from or monitored by a sentinel.  The harness itself (cli, tls_opts, redis_cmd)
+trusts the server it started whatever its certificate: it verifies it with
+the CA that signed it, presents the client certificate, and does not check
+the host name of a 'wrongname' server.
+
 =cut
 
 use Carp qw(croak);
@@ -67,10 +92,33 @@ sub new
 		pid           => undef,
 		start_timeout => $opt{start_timeout} // 20,
 		sentinel      => $opt{sentinel},
+		tls           => $opt{tls},
+		plain_port    => $port,
 	}, $class;
 
+	my @listen = ("port $port");
+	if ($opt{tls})
+	{
+		my ($cert, $key, $ca) = $opt{tls}->server_files($opt{tls_server});
+		my $auth = $opt{tls_auth_clients} // 'no';
+		croak "RedisLockTest::Redis: tls_auth_clients must be no, yes or optional"
+		  unless $auth =~ /^(no|yes|optional)$/;
+		$self->{plain_port} = $opt{tls_plain_port} ? RedisLockTest::free_port() : undef;
+		$self->{tls_ca}          = $ca;
+		$self->{tls_verify_name} = ($opt{tls_server} // 'server') ne 'wrongname';
+		@listen = (
+			'port ' . ($self->{plain_port} // 0),
+			"tls-port $port",
+			"tls-cert-file $cert",
+			"tls-key-file $key",
+			'tls-ca-cert-file ' . $opt{tls}->ca_file,
+			"tls-auth-clients $auth",
+			'tls-replication yes',
+		);
+	}
+
 	my @conf = (
-		"port $port",
+		@listen,
 		"bind 127.0.0.1",
 		"dir $dir",
 		"daemonize no",
@@ -94,24 +142,55 @@ sub new
 
 =item $r->port, $r->url, $r->pid, $r->dir, $r->logfile, $r->password
 
-Accessors.  url is C<redis://127.0.0.1:PORT> (no password in it; set
-redislock.password yourself when using requirepass).  pid is undef while
-stopped.
+Accessors.  url is C<redis://127.0.0.1:PORT>, or C<rediss://127.0.0.1:PORT>
+for a TLS server (no password in it; set redislock.password yourself when
+using requirepass).  port is the TLS port of a TLS server.  pid is undef
+while stopped.
+
+=item $r->plain_port, $r->tls
+
+The plain (non-TLS) port: port for a plain server, undef for a TLS server
+without tls_plain_port.  The RedisLockTest::TLS it was started with, or undef.
+
+=item $r->tls_opts
+
+What FakeRedisson->new and FakeRedisson::Conn->new need to reach this
+server as the harness does (see the TLS options above):
+C<< (tls => { ca_file, cert_file, key_file, verify_hostname }) >> for a TLS
+server, the empty list for a plain one.
+
+  my $java = FakeRedisson->new(port => $r->port, $r->tls_opts);
 
 =cut
 
-sub port     { $_[0]{port} }
-sub url      { 'redis://127.0.0.1:' . $_[0]{port} }
-sub pid      { $_[0]{pid} }
-sub dir      { $_[0]{dir} }
-sub logfile  { $_[0]{logfile} }
-sub password { $_[0]{password} }
+sub port       { $_[0]{port} }
+sub plain_port { $_[0]{plain_port} }
+sub tls        { $_[0]{tls} }
+sub url        { ($_[0]{tls} ? 'rediss' : 'redis') . '://127.0.0.1:' . $_[0]{port} }
+sub pid        { $_[0]{pid} }
+sub dir        { $_[0]{dir} }
+sub logfile    { $_[0]{logfile} }
+sub password   { $_[0]{password} }
+
+sub tls_opts
+{
+	my ($self) = @_;
+	return () unless $self->{tls};
+	return (tls => {
+		ca_file         => $self->{tls_ca},
+		cert_file       => $self->{tls}->client_cert,
+		key_file        => $self->{tls}->client_key,
+		verify_hostname => $self->{tls_verify_name},
+	});
+}
 
 =pod
 
 =item $r->cli(@args)
 
-Runs C<redis-cli -h 127.0.0.1 -p PORT [-a pw --no-auth-warning] @args> and
+Runs C<redis-cli -h 127.0.0.1 -p PORT [-a pw --no-auth-warning] @args>
+(for a TLS server with C<--tls --cacert CA --cert client.crt --key
+client.key>, the CA being the one that signed its certificate) and
 returns its stdout chomped: in list context one element per line, in scalar
 context the whole text.  Redis error replies come back as text (e.g.
 "ERR unknown command ..."), as redis-cli prints them.  Bounded by 60 s.
@@ -126,6 +205,9 @@ sub cli
 	my @cmd = ('redis-cli', '-h', '127.0.0.1', '-p', $self->{port});
 	push @cmd, '-a', $self->{password}, '--no-auth-warning'
 	  if defined $self->{password};
+	push @cmd, '--tls', '--cacert', $self->{tls_ca},
+	  '--cert', $self->{tls}->client_cert, '--key', $self->{tls}->client_key
+	  if $self->{tls};
 	my ($in, $out, $err) = ('', '', '');
 	IPC::Run::run([ @cmd, @args ], \$in, \$out, \$err, IPC::Run::timeout(60));
 	$self->{last_status} = $? >> 8;

@@ -21,7 +21,9 @@ the Redlock algorithm.
 
 =item RedisLockTest::Redlock->new(n => 5, %opt)
 
-Starts n servers (default 5); %opt goes to every RedisLockTest::Redis->new.
+Starts n servers (default 5); %opt goes to every RedisLockTest::Redis->new,
+e.g. tls => RedisLockTest::TLS->new for masters that speak TLS only (list
+then names their TLS ports).
 
 =item $rl->nodes, $rl->node($i)
 
