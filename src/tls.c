@@ -67,6 +67,8 @@ build_context(char *problem, size_t size)
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 					 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+	/* one read() per reply, not one for each record header and body */
+	SSL_CTX_set_read_ahead(ctx, 1);
 	if (rl_tls_verify != RL_TLS_VERIFY_NONE)
 	{
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);

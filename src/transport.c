@@ -9,8 +9,9 @@
  * is not used: its blocking calls retry on EINTR and it has no TLS in the
  * version Debian ships. With TLS, a read or a write may need the other
  * direction first (a key update, a renegotiation): the step then asks for
- * that event. A read takes in everything OpenSSL has already decrypted, so
- * that no reply sits in OpenSSL's buffers while we sleep on the socket.
+ * that event. OpenSSL reads ahead (one read() per reply, not two per
+ * record), so a read takes in everything OpenSSL holds, decrypted or not:
+ * no reply may sit in its buffers while we sleep on the socket.
  *
  * src/transport.c
  */
@@ -384,7 +385,7 @@ rl_sock_read(RLSocket *s)
 		s->read_wants = WL_SOCKET_READABLE;
 		if (take_in(s, buf, ret) != RL_IO_DONE)
 			return RL_IO_FAILED;
-		if (SSL_pending(s->ssl) == 0)
+		if (!SSL_has_pending(s->ssl))
 			return RL_IO_DONE;
 	}
 }
