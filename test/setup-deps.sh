@@ -7,6 +7,7 @@ PACKAGES=(
     postgresql-15               # server + pg_regress' temp instances
     postgresql-server-dev-15    # PGXS, server headers, pg_regress, PostgreSQL::Test::*
     libhiredis-dev              # the Redis client library the extension links
+    libssl-dev                  # OpenSSL headers: TLS to Redis (src/tls.c, src/transport.c)
     redis-server                # throwaway Redis for the tests
     redis-sentinel              # multi-node tests
     libipc-run-perl             # PostgreSQL::Test::Utils needs IPC::Run
