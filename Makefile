@@ -25,7 +25,12 @@ OBJS = \
 	src/xact.o
 
 EXTENSION = redislock
-DATA = sql/redislock--1.0.sql
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+# sql/redislock.sql is the newest version's script; the full scripts of
+# older versions and the upgrade scripts are installed as they are, so that
+# every released version can be installed and updated (as pgvector does)
+DATA = sql/redislock--1.0.sql $(wildcard sql/redislock--*--*.sql)
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 PGFILEDESC = "redislock - Redis-backed distributed locks"
 
 REGRESS = setup api scope badinput views
@@ -45,6 +50,9 @@ include $(PGXS)
 $(OBJS): $(wildcard src/*.h)
 
 src/scripts.o: src/lua_scripts.h
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	cp $< $@
 
 src/lua_scripts.h: $(LUA) tools/lua2c.sh
 	sh tools/lua2c.sh $(LUA) > $@.tmp && mv $@.tmp $@

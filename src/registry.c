@@ -205,6 +205,7 @@ rl_registry_reserve(const char *name, const char *owner, int64 lease_ms,
 	shared->free_head = s->next_free;
 	s->generation++;
 	s->state = RL_SLOT_RESERVED;
+	s->kind = RL_KIND_LOCK;
 	s->pid = MyProcPid;
 	s->procno = MyProc->pgprocno;
 	s->session = my_session;

@@ -25,9 +25,16 @@ typedef enum RLSlotState
 								 * worker releases it */
 } RLSlotState;
 
+/* What a slot holds; read-write locks add theirs. */
+typedef enum RLKind
+{
+	RL_KIND_LOCK				/* an exclusive lock (Redisson RLock) */
+} RLKind;
+
 typedef struct RLSlot
 {
 	uint8		state;			/* RLSlotState */
+	uint8		kind;			/* RLKind */
 	bool		fair;
 	bool		watchdog;
 	bool		unsettled;		/* Redis may hold more than the holds below

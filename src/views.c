@@ -18,7 +18,7 @@
 PG_FUNCTION_INFO_V1(redis_locks);
 PG_FUNCTION_INFO_V1(redis_lock_stats);
 
-#define LOCKS_COLS 13
+#define LOCKS_COLS 14			/* 13 in version 1.0, which has no kind */
 
 static void
 require_preload(void)
@@ -66,6 +66,22 @@ state_text(const RLSlot *s, TimestampTz now)
 	}
 }
 
+static const char *
+kind_text(const RLSlot *s)
+{
+	switch ((RLKind) s->kind)
+	{
+		case RL_KIND_LOCK:
+			return "lock";
+	}
+	return "unknown";
+}
+
+/*
+ * The rows of the redis_locks view. The result's shape is the calling
+ * version's: 1.0 declares no kind column (tuplestore_putvalues takes only
+ * the declared columns' values from the array).
+ */
 Datum
 redis_locks(PG_FUNCTION_ARGS)
 {
@@ -100,6 +116,7 @@ redis_locks(PG_FUNCTION_ARGS)
 													  rl_redlock_size()));
 		else
 			nulls[12] = true;
+		values[13] = CStringGetTextDatum(kind_text(s));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
