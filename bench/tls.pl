@@ -17,7 +17,7 @@ use RedisLockTest;
 my $out = shift // 'RESULTS-tls.md';
 my $n = int(($ENV{REDISLOCK_BENCH_TLS_LOOP} // 5000) * BenchLib::scale());
 my $nconn = int(500 * BenchLib::scale());
-my $rounds = $ENV{REDISLOCK_BENCH_ROUNDS} // 3;
+my $rounds = $ENV{REDISLOCK_BENCH_ROUNDS} // 5;
 my $clients = 8;
 
 my $tls = RedisLockTest::TLS->new;

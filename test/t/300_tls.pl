@@ -204,6 +204,24 @@ my $via = 'rediss://127.0.0.1:' . $proxy->port($redis->port);
 	is($redis->cli('EXISTS', 'tls:late'), 0,
 		'the request given up on never took effect (its connection was reset and killed)');
 	$s->query("SELECT redis_lock_release_all()");
+
+	# a lost reply: Redis took the lock, the session never learned it
+	$proxy->cmd('stall down');
+	(undef, $e, $code) = $s->try("SELECT redis_lock_acquire('tls:lost-reply', '0', '1 hour')");
+	is($code, '08006', 'an acquisition whose reply is lost fails with 08006') or diag($e);
+	is($redis->cli('GET', 'redisson_lock_token:{tls:lost-reply}'), '1', '... while Redis did take it');
+	until_ok('the worker settles it over TLS: Redis no longer has it',
+		sub { $redis->cli('EXISTS', 'tls:lost-reply') eq '0' }, 60);
+	$proxy->cmd('go down');
+
+	# termination in the middle of a handshake
+	$s->query("SET redislock.connect_timeout = '1min'");
+	$s->query("SET redislock.tls_server_name = ''");    # a new connection on next use
+	$proxy->cmd('stall down');
+	$s->start("SELECT redis_lock_acquire('tls:term', '0')");
+	waits_ok($s, 'a session waits in a stalled handshake again');
+	ok($s->terminate(30), 'pg_terminate_backend ends it at once');
+	$proxy->cmd('go down');
 }
 
 no_crash_ok($node, 'TLS');
