@@ -638,7 +638,8 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
  */
 static bool
 ask_sentinel(const RLNode *sentinel, int n, const RLCommand *cmds,
-			 RLReply **replies, TimestampTz until, char *problem, size_t size)
+			 RLReply **replies, TimestampTz until, char *problem, size_t size,
+			 const char **hint)
 {
 	static RLConn probe = {.role = "sentinel", .pinned = true, .to_sentinel = true};
 	bool		ok;
@@ -656,7 +657,10 @@ ask_sentinel(const RLNode *sentinel, int n, const RLCommand *cmds,
 	}
 	PG_END_TRY();
 	if (!ok)
+	{
 		snprintf(problem, size, "sentinel %s: %s", sentinel->desc, probe.errmsg);
+		*hint = probe.errhint;
+	}
 	rl_disconnect(&probe);
 	return ok;
 }
@@ -670,6 +674,7 @@ static bool
 discover_master(RLConn *c, TimestampTz until)
 {
 	char		problem[256] = "no sentinel answered";
+	const char *hint = NULL;
 
 	for (int i = 0; i < rl_nsentinels; i++)
 	{
@@ -692,8 +697,9 @@ discover_master(RLConn *c, TimestampTz until)
 		rl_set_arg(&cmds[n], rl_sentinel_master, strlen(rl_sentinel_master));
 		n++;
 		if (!ask_sentinel(&rl_sentinel_nodes[k], n, cmds, replies, one,
-						  problem, sizeof(problem)))
+						  problem, sizeof(problem), &hint))
 			continue;
+		hint = NULL;
 		if (n == 2 && replies[0]->type == REDIS_REPLY_ERROR)
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s refused the password: %s",
@@ -722,9 +728,11 @@ discover_master(RLConn *c, TimestampTz until)
 		snprintf(problem, sizeof(problem), "sentinel %s:%d does not know master \"%s\"",
 				 rl_sentinel_nodes[k].host, rl_sentinel_nodes[k].port, rl_sentinel_master);
 	}
-	return rl_fail(c, RLF_CONNECT,
-				   "no sentinel of redislock.sentinels could name master \"%s\": %s",
-				   rl_sentinel_master, problem);
+	rl_fail(c, RLF_CONNECT,
+			"no sentinel of redislock.sentinels could name master \"%s\": %s",
+			rl_sentinel_master, problem);
+	c->errhint = hint;
+	return false;
 }
 
 /*

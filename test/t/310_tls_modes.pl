@@ -1,0 +1,178 @@
+# 310_tls_modes.pl — TLS in the modes with several servers, every server
+# speaking only TLS:
+#  - Sentinel: TLS sentinels (redislock.sentinel_tls) naming a TLS master;
+#    a waiter woken over TLS; a real failover followed, the lock confirmed by
+#    the replica held and renewed on the promoted one; sentinel_tls off
+#    against TLS sentinels is a clear 08001 with a hint;
+#  - Cluster with tls-cluster yes: locks on every master, a sharded wait
+#    woken, a slot migration followed, a Redisson client excluded both ways;
+#    the mutual-exclusion counter;
+#  - Redlock over 3 TLS masters: a majority, a waiter, one master down.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
+use RedisLockTest;
+use FakeRedisson;
+use Test::More;
+
+my $T = 60;
+my $tls = RedisLockTest::TLS->new;
+my %tls_conf = ('redislock.tls_ca_file' => $tls->ca_file, 'redislock.watchdog_timeout' => '3s');
+
+# --- Sentinel over TLS --------------------------------------------------------------
+{
+	my $master = RedisLockTest::Redis->new(tls => $tls);
+	my $replica = RedisLockTest::Redis->new(tls => $tls,
+		extra => [ 'replicaof 127.0.0.1 ' . $master->port ]);
+	until_ok('the replica is in sync over TLS', sub {
+		$replica->cli('INFO', 'replication') =~ /master_link_status:up/ });
+	my @sentinels = map {
+		RedisLockTest::Redis->new(sentinel => 1, tls => $tls, extra => [
+			'sentinel monitor m 127.0.0.1 ' . $master->port . ' 2',
+			'sentinel down-after-milliseconds m 1000',
+			'sentinel failover-timeout m 4000',
+		])
+	} 1 .. 3;
+	until_ok('the sentinels see each other and the replica', sub {
+		my $m = join ' ', $sentinels[0]->cli('SENTINEL', 'master', 'm');
+		$m =~ /num-other-sentinels\s+2\b/ && $m =~ /num-slaves\s+1\b/ });
+
+	my $node = RedisLockTest::node('tls_sentinel', undef, %tls_conf,
+		'redislock.url' => 'rediss://ignored',
+		'redislock.sentinels' => join(',', map { '127.0.0.1:' . $_->port } @sentinels),
+		'redislock.sentinel_master' => 'm',
+		'redislock.sentinel_tls' => 'on',
+		'redislock.command_timeout' => '15s');
+	my $a = RedisLockTest::Session->new($node);
+	my $b = RedisLockTest::Session->new($node);
+	my $owner_a = $a->query('SELECT redis_lock_owner_id()');
+
+	is($a->query("SELECT redis_lock_acquire('ts:a', '0', '10 min')"), 't',
+		'a lock through TLS sentinels on the TLS master');
+	is($master->cli('HEXISTS', 'ts:a', $owner_a), 1, '... it is on the master');
+	$b->start("SELECT redis_lock_acquire('ts:a', '1 min', '1 min')");
+	waits_ok($b, 'B waits');
+	is($a->query("SELECT redis_lock_release('ts:a')"), 't', 'A releases');
+	my ($v, $err) = $b->finish($T);
+	is($v, 't', 'B is woken over TLS and gets the lock') or diag($err);
+	is($b->query("SELECT redis_lock_release('ts:a')"), 't', 'B releases');
+
+	my $c = RedisLockTest::Session->new($node);
+	$c->query("SET redislock.sentinel_tls = off");
+	$c->query("SET redislock.connect_timeout = '1s'");
+	my $st;
+	(undef, $err, $st) = $c->try("SELECT redis_lock_acquire('ts:x', '0')");
+	is($st, '08001', 'sentinel_tls off against TLS sentinels: 08001') or diag($err);
+	like($err // '', qr/no sentinel of redislock\.sentinels could name master "m": sentinel 127\.0\.0\.1:\d+/,
+		'... naming a sentinel');
+	like($err // '', qr/HINT:.*set redislock\.sentinel_tls to on/s, '... with a hint');
+	$c->close;
+
+	$a->query('SET redislock.sync_replicas = 1');
+	is($a->query("SELECT redis_lock_acquire('ts:held')"), 't',
+		'A holds ts:held (watchdog), confirmed by the replica over TLS');
+	$master->kill9;
+	until_ok('the sentinels promote the replica', sub {
+		($sentinels[1]->cli('SENTINEL', 'get-master-addr-by-name', 'm'))[1] eq $replica->port }, 60);
+	my $p0 = $replica->cli('PTTL', 'ts:held');
+	until_ok('the watchdog renews ts:held on the promoted replica over TLS', sub {
+		my $p = $replica->cli('PTTL', 'ts:held');
+		$p > $p0 || $p > 2500 });
+	is($b->query("SELECT redis_lock_acquire('ts:held', '0', '1 min')"), 'f',
+		'B is refused ts:held on the new master');
+	is($b->query("SELECT redis_lock_acquire('ts:new', '0', '1 min')"), 't',
+		'new locks work on the new master');
+	is($replica->cli('HEXISTS', 'ts:new', $b->query('SELECT redis_lock_owner_id()')), 1,
+		'... and are there');
+	is($a->query("SELECT state FROM redis_locks WHERE name = 'ts:held'"), 'held', 'ts:held is still held');
+	$a->query('SELECT redis_lock_release_all()');
+	$b->query('SELECT redis_lock_release_all()');
+	$_->close for $a, $b;
+	$node->stop;
+	$_->stop for @sentinels, $replica;
+}
+
+# --- Cluster with tls-cluster yes -----------------------------------------------------
+{
+	my $cl = RedisLockTest::Cluster->new(masters => 3, replicas => 0, tls => $tls);
+	my $node = RedisLockTest::node('tls_cluster', undef, %tls_conf,
+		'redislock.url' => 'rediss://ignored',
+		'redislock.cluster_nodes' => $cl->seeds,
+		'redislock.command_timeout' => '20s');
+	my $a = RedisLockTest::Session->new($node);
+	my $b = RedisLockTest::Session->new($node);
+	my $owner_a = $a->query('SELECT redis_lock_owner_id()');
+
+	is($a->query("SELECT count(*) FILTER (WHERE redis_lock_acquire('tc:' || i, '0', '1 min')) FROM generate_series(1, 30) i"),
+		30, '30 locks over the TLS cluster');
+	my %on = map { $cl->node_for_key("tc:$_")->port => 1 } 1 .. 30;
+	is(scalar(keys %on), 3, '... on all 3 masters');
+	is(scalar(grep { $cl->node_for_key("tc:$_")->cli('HEXISTS', "tc:$_", $owner_a) == 1 } 1 .. 30), 30,
+		'... each on the master serving its slot');
+	is($a->query('SELECT redis_lock_release_all()'), 30, 'all released');
+
+	is($a->query("SELECT redis_lock_acquire('tc:w', '0', '10 min')"), 't', 'A holds tc:w');
+	$b->start("SELECT redis_lock_acquire('tc:w', '1 min', '1 min')");
+	waits_ok($b, 'B waits for tc:w');
+	my $chan = FakeRedisson::channel('tc:w');
+	until_ok('B is subscribed (SSUBSCRIBE) on the slot master', sub {
+		($cl->cli_for_key($chan, 'PUBSUB', 'SHARDNUMSUB', $chan))[1] == 1 });
+	is($a->query("SELECT redis_lock_release('tc:w')"), 't', 'A releases');
+	my ($v, $err) = $b->finish($T);
+	is($v, 't', 'B is woken by the sharded message over TLS') or diag($err);
+	is($b->query("SELECT redis_lock_release('tc:w')"), 't', 'B releases');
+
+	my $slot = $cl->slot_of('tc:m');
+	is($a->query("SELECT redis_lock_acquire('tc:m', '0', '10 min')"), 't', 'A holds tc:m');
+	my ($to) = grep { $_ != $cl->owner_of_slot($slot) } $cl->masters;
+	$cl->migrate_slot($slot, $to);
+	is($to->cli('HEXISTS', 'tc:m', $owner_a), 1, 'its slot migrated with it');
+	is($a->query("SELECT redis_lock_release('tc:m')"), 't', 'A follows MOVED over TLS and releases');
+	is($to->cli('EXISTS', 'tc:m'), 0, '... on the new master');
+
+	my $seed = ($cl->nodes)[0];
+	my $java = FakeRedisson->new(port => $seed->port, cluster => 1, $seed->tls_opts);
+	is($java->try_lock('tc:j', 1, 600000), undef, 'a Redisson client locks tc:j over TLS');
+	is($a->query("SELECT redis_lock_acquire('tc:j', '0')"), 'f', 'A is refused');
+	$a->start("SELECT redis_lock_acquire('tc:j', '1 min', '1 min')");
+	waits_ok($a, 'A waits for the Redisson client');
+	is($java->unlock('tc:j', 1), 1, 'the Redisson client unlocks');
+	($v, $err) = $a->finish($T);
+	is($v, 't', 'A is woken and gets tc:j') or diag($err);
+	cmp_ok($java->try_lock('tc:j', 1, 600000), '>', 0, 'the Redisson client is refused while A holds it');
+	is($a->query("SELECT redis_lock_release('tc:j')"), 't', 'A releases');
+
+	my ($count, @errors) = counter_run($node, 'tc:counter', 4, 30);
+	is($count, 120, 'the counter over the TLS cluster: 4 sessions x 30 rounds');
+	is_deeply(\@errors, [], '... without errors');
+	$_->close for $a, $b;
+	$node->stop;
+}
+
+# --- Redlock over TLS ---------------------------------------------------------------
+{
+	my $rl = RedisLockTest::Redlock->new(n => 3, tls => $tls);
+	my $node = RedisLockTest::node('tls_redlock', undef, %tls_conf,
+		'redislock.url' => 'rediss://ignored',
+		'redislock.redlock_nodes' => $rl->list);
+	my $a = RedisLockTest::Session->new($node);
+	my $b = RedisLockTest::Session->new($node);
+
+	is($a->query("SELECT redis_lock_acquire('tr:a', '0', '10 min')"), 't', 'A acquires over 3 TLS masters');
+	is($rl->holders('tr:a'), 3, '... held on all 3');
+	is($b->query("SELECT redis_lock_acquire('tr:a', '0', '1 min')"), 'f', 'B is refused');
+	$b->start("SELECT redis_lock_acquire('tr:a', '1 min', '1 min')");
+	waits_ok($b, 'B waits');
+	is($a->query("SELECT redis_lock_release('tr:a')"), 't', 'A releases');
+	my ($v, $err) = $b->finish($T);
+	is($v, 't', 'B is woken over TLS and gets it') or diag($err);
+	is($b->query("SELECT redis_lock_release('tr:a')"), 't', 'B releases');
+
+	($rl->nodes)[2]->stop;
+	is($a->query("SELECT redis_lock_acquire('tr:b')"), 't', 'with one master down, a majority still grants');
+	is($a->query("SELECT masters FROM redis_locks WHERE name = 'tr:b'"), '2/3', '... on 2 of 3');
+	is($a->query("SELECT redis_lock_release('tr:b')"), 't', 'A releases');
+}
+
+done_testing();
