@@ -52,7 +52,7 @@ fi
 
 PASSED=0 FAILED=0
 FAILED_NAMES=()
-WORK='' NS='' VETH_H='' VETH_N='' NS_REDIS_PID='' CTL_PID=''
+WORK='' NS='' VETH_H='' VETH_N='' NS_REDIS_PID='' NS_TLS_REDIS_PID='' CTL_PID=''
 SUMMARY_PRINTED=0
 # shellcheck source=../lib/common.sh
 . "$ROOT/test/lib/common.sh"
@@ -69,6 +69,7 @@ summary() {
 netns_teardown() {
     if [ -n "$CTL_PID" ]; then kill "$CTL_PID" 2>/dev/null || true; wait "$CTL_PID" 2>/dev/null || true; CTL_PID=; fi
     kill_pid_if "$NS_REDIS_PID" 'redis-server*'; NS_REDIS_PID=
+    kill_pid_if "$NS_TLS_REDIS_PID" 'redis-server*'; NS_TLS_REDIS_PID=
     if [ -n "$NS" ]; then
         ip link del "$VETH_H" 2>/dev/null || true
         ip route del unreachable 10.200.0.0/30 metric 4242 2>/dev/null || true
@@ -166,6 +167,7 @@ netns_setup() {
         sleep 0.1
     done
     [ "$(redis-cli -h 10.200.0.2 -p 6379 ping 2>/dev/null)" = PONG ] || return 1
+    netns_tls_redis || return 1
     # Control FIFO: the postgres-run test writes "<cmd> <id>"; we answer by
     # creating ack/<id> with the result.  Only these commands exist.
     mkfifo "$WORK/netns/ctl"; mkdir "$WORK/netns/ack"
@@ -191,7 +193,35 @@ netns_setup() {
     ) &
     CTL_PID=$!
     NETNS_ENV=(REDISLOCK_NETNS_HOST=10.200.0.2 REDISLOCK_NETNS_PORT=6379
+               REDISLOCK_NETNS_TLS_PORT=6380 REDISLOCK_NETNS_TLS_CA="$WORK/netns/tls/ca.crt"
                REDISLOCK_NETNS_CTL="$WORK/netns/ctl" REDISLOCK_NETNS_ACK="$WORK/netns/ack")
+}
+
+# A second, TLS-only redis-server in the namespace (10.200.0.2:6380) for the
+# TLS run of 030, with a throwaway CA and a certificate for 10.200.0.2.
+netns_tls_redis() {
+    local d="$WORK/netns/tls"
+    mkdir -p "$d" "$WORK/netns/redis-tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=redislock fault CA" -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null || return 1
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=10.200.0.2" \
+        -keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null || return 1
+    printf 'subjectAltName=IP:10.200.0.2\n' > "$d/server.ext"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 2 -extfile "$d/server.ext" -out "$d/server.crt" 2>/dev/null || return 1
+    chmod 600 "$d"/*.key
+    chown -R postgres: "$d" "$WORK/netns/redis-tls"
+    ip netns exec "$NS" setpriv --reuid=postgres --regid=postgres --init-groups \
+        redis-server --port 0 --tls-port 6380 --bind 10.200.0.2 --protected-mode no --save '' \
+        --appendonly no --tls-cert-file "$d/server.crt" --tls-key-file "$d/server.key" \
+        --tls-ca-cert-file "$d/ca.crt" --tls-auth-clients no --daemonize no \
+        --dir "$WORK/netns/redis-tls" --logfile "$WORK/netns/redis-tls/redis.log" &
+    NS_TLS_REDIS_PID=$!
+    for _ in $(seq 1 100); do
+        [ "$(redis-cli --tls --cacert "$d/ca.crt" -h 10.200.0.2 -p 6380 ping 2>/dev/null)" = PONG ] && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 # --- 5. TAP tests ----------------------------------------------------------------------
@@ -216,19 +246,26 @@ run_tap() {
                PERL5LIB="$WORK/test/lib:$WORK/test/redisson:$WORK/test/faults/lib:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
                REDISLOCK_TEST_WORKDIR="$WORK" "${NETNS_ENV[@]}")
     [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)
+    # the kill and partition tests run a second time with Redis over TLS
+    local runs=() tls
+    for f in "${files[@]}"; do runs+=("$f:"); done
     for f in "${files[@]}"; do
-        b=$(basename "$f" .pl)
+        case "$f" in *redis_kill_restart*|*partition*) runs+=("$f:tls") ;; esac
+    done
+    for run in "${runs[@]}"; do
+        f=${run%:*}; tls=${run##*:}
+        b=$(basename "$f" .pl)${tls:+_tls}
         [ -f "$WORK/$f" ] || { echo "faults: no such test $f" >&2; FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b(missing)"); continue; }
-        log "TAP $f"
+        log "TAP $f${tls:+ (over TLS)}"
         local rc=0
         run_waited timeout -k 10 "$TAP_TIMEOUT" "${AS_PG[@]}" "${env[@]}" \
-            prove -v "$f" > >(tee "$WORK/tap_$b.out") 2>&1 || rc=$?
+            ${tls:+REDISLOCK_FAULT_TLS=1} prove -v "$f" > >(tee "$WORK/tap_$b.out") 2>&1 || rc=$?
         if [ "$rc" -eq 0 ]; then
             PASSED=$((PASSED + 1))
         else
             FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b")
             [ "$rc" -eq 124 ] && echo "faults: $f timed out after ${TAP_TIMEOUT}s" >&2
-            for lg in "$WORK"/tmp_check/log/*"${b}"*; do
+            for lg in "$WORK"/tmp_check/log/*"$(basename "$f" .pl)"*; do
                 [ -f "$lg" ] || continue
                 log "tail of ${lg#"$WORK"/}"; tail -n 40 "$lg"
             done

@@ -28,6 +28,10 @@ use FaultLib qw(until_ok no_crash_ok stats);
 use Test::More;
 use Time::HiRes qw(time sleep);
 
+# REDISLOCK_FAULT_TLS=1 (run.sh's second run): every Redis speaks only TLS.
+my $tls = $ENV{REDISLOCK_FAULT_TLS} ? RedisLockTest::TLS->new : undef;
+my @tls_conf = $tls ? ('redislock.tls_ca_file' => $tls->ca_file) : ();
+
 my $CONNECT_T = 1.0;    # redislock.connect_timeout
 my $COMMAND_T = 1.0;    # redislock.command_timeout
 my $SLACK     = 2.5;    # scheduling on a loaded 2-core machine
@@ -37,7 +41,7 @@ my $LOADERS   = 4;
 sub keys_like
 {
 	my ($redis, $pat) = @_;
-	my $c = FakeRedisson::Conn->new(port => $redis->port);
+	my $c = FakeRedisson::Conn->new(port => $redis->port, $redis->tls_opts);
 	my $r = $c->cmd('KEYS', $pat);
 	$c->close;
 	return @$r;
@@ -47,8 +51,8 @@ sub phase
 {
 	my ($aof) = @_;
 	my $tag = $aof ? 'aof' : 'mem';
-	my $redis = RedisLockTest::Redis->new(appendonly => $aof);
-	my $node = RedisLockTest::node("kill_$tag", $redis,
+	my $redis = RedisLockTest::Redis->new(appendonly => $aof, ($tls ? (tls => $tls) : ()));
+	my $node = RedisLockTest::node("kill_$tag", $redis, @tls_conf,
 		'redislock.connect_timeout' => "${CONNECT_T}s",
 		'redislock.command_timeout' => "${COMMAND_T}s",
 		# longer than the outage, so that with AOF the lease outlives it

@@ -33,8 +33,15 @@ plan skip_all => "network namespace not available: $ENV{REDISLOCK_NETNS_SKIP}" i
 plan skip_all => 'needs the network namespace set up by test/faults/run.sh (REDISLOCK_NETNS_* unset)'
   unless $ENV{REDISLOCK_NETNS_HOST} && $ENV{REDISLOCK_NETNS_CTL};
 
+# With REDISLOCK_FAULT_TLS=1 the same partitions, over TLS: run.sh starts a
+# second, TLS-only redis-server in the namespace, with a certificate for
+# 10.200.0.2 signed by a throwaway CA.
+my $TLS = $ENV{REDISLOCK_FAULT_TLS};
+plan skip_all => 'TLS run: run.sh started no TLS redis-server in the namespace'
+  if $TLS && !$ENV{REDISLOCK_NETNS_TLS_PORT};
 my $HOST = $ENV{REDISLOCK_NETNS_HOST};
-my $PORT = $ENV{REDISLOCK_NETNS_PORT} // 6379;
+my $PORT = $TLS ? $ENV{REDISLOCK_NETNS_TLS_PORT} : $ENV{REDISLOCK_NETNS_PORT} // 6379;
+my @TLS_OPT = $TLS ? (tls => { ca_file => $ENV{REDISLOCK_NETNS_TLS_CA} }) : ();
 my ($CONNECT_T, $COMMAND_T, $SLACK) = (1, 1, 2.5);
 my $BOUND = $CONNECT_T + $COMMAND_T + $SLACK;
 my $server = "$HOST:$PORT";
@@ -57,11 +64,12 @@ sub ctl
 my $partitioned = 0;
 END { eval { ctl('heal') } if $partitioned; }
 
-sub rcli { my $c = FakeRedisson::Conn->new(host => $HOST, port => $PORT, timeout => 5); my $v = $c->cmd(@_); $c->close; $v }
+sub rcli { my $c = FakeRedisson::Conn->new(host => $HOST, port => $PORT, timeout => 5, @TLS_OPT); my $v = $c->cmd(@_); $c->close; $v }
 
 rcli('FLUSHALL');
 my $node = RedisLockTest::node('netns', undef,
-	'redislock.url' => "redis://$HOST:$PORT",
+	'redislock.url' => ($TLS ? 'rediss' : 'redis') . "://$HOST:$PORT",
+	($TLS ? ('redislock.tls_ca_file' => $ENV{REDISLOCK_NETNS_TLS_CA}) : ()),
 	'redislock.connect_timeout' => "${CONNECT_T}s",
 	'redislock.command_timeout' => "${COMMAND_T}s",
 	'redislock.watchdog_timeout' => '15s');
@@ -152,6 +160,10 @@ $b->query('SELECT redis_lock_release_all()');
 	$b->finish(10);
 	$a->start("SELECT redis_lock_acquire('np:held', '20 s')");  # waits for B
 	ok(RedisLockTest::wait_for_extension_wait($node, $a->pid, 30), 'A waits for B');
+	# subscribed, not still connecting: over TLS the handshake takes long
+	# enough for the blackhole to fall into it, which fails A's call
+	until_ok(30, 'A is subscribed to the unlock channel', sub {
+		(rcli('PUBSUB', 'NUMSUB', 'redisson_lock__channel:{np:held}'))->[1] >= 1 });
 	ctl('blackhole'); $partitioned = 1;
 	my ($v, $err, $code, $dt) = timed_call($b, "SELECT redis_lock_release('np:held')", 60);
 	ok(defined $err && $code =~ /^0800[16]$/, 'release during blackhole fails clearly')
@@ -204,7 +216,7 @@ $_->close for $a, $b, $c;
 until_ok(40, 'redis_locks empty', sub { $obs->query('SELECT count(*) FROM redis_locks') == 0 });
 sub left_keys
 {
-	my $rc = FakeRedisson::Conn->new(host => $HOST, port => $PORT);
+	my $rc = FakeRedisson::Conn->new(host => $HOST, port => $PORT, @TLS_OPT);
 	my @k = grep { !/^redisson_lock_token/ } @{ $rc->cmd('KEYS', 'np:*') };
 	return map { "$_ (pttl " . $rc->cmd('PTTL', $_) . ", " . join(' ', @{ $rc->cmd('HGETALL', $_) }) . ")" } @k;
 }
