@@ -377,7 +377,7 @@ rl_load_server(void)
 			if (!load_nodes("redislock.sentinels", rl_sentinels, rl_sentinel_nodes, &rl_nsentinels))
 				return;
 			rl_server.unix_path[0] = '\0';
-			snprintf(rl_server.desc, sizeof(rl_server.desc), "master \"%s\" (via sentinels)",
+			snprintf(rl_server.desc, sizeof(rl_server.desc), "master %s via sentinels",
 					 rl_sentinel_master);
 			break;
 		case RL_MODE_CLUSTER:
@@ -390,7 +390,7 @@ rl_load_server(void)
 						sizeof(rl_server_problem));
 				return;
 			}
-			strlcpy(rl_server.desc, "the redis cluster", sizeof(rl_server.desc));
+			strlcpy(rl_server.desc, "the Redis cluster", sizeof(rl_server.desc));
 			break;
 		case RL_MODE_REDLOCK:
 			if (!load_nodes("redislock.redlock_nodes", rl_redlock_nodes,
@@ -403,7 +403,7 @@ rl_load_server(void)
 						sizeof(rl_server_problem));
 				return;
 			}
-			snprintf(rl_server.desc, sizeof(rl_server.desc), "%d redlock masters",
+			snprintf(rl_server.desc, sizeof(rl_server.desc), "the %d Redlock masters",
 					 nmode_nodes);
 			break;
 	}

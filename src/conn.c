@@ -45,15 +45,35 @@ typedef enum WaitResult
 RLConn		rl_cmd_conn = {.role = "command"};
 RLConn		rl_sub_conn = {.role = "subscriber"};
 
-/* Records why c failed; always returns false for the caller to pass on. */
+/*
+ * Records why c failed: the failure selects the message and SQLSTATE (see
+ * rl_report), fmt gives the detail. Always returns false for the caller to
+ * pass on.
+ */
 bool
 rl_fail(RLConn *c, RLFailure failure, const char *fmt,...)
 {
 	va_list		ap;
 
 	va_start(ap, fmt);
-	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	vsnprintf(c->errdetail, sizeof(c->errdetail), fmt, ap);
 	va_end(ap);
+	strlcpy(c->errserver, rl_conn_desc(c), sizeof(c->errserver));
+	c->failure = failure;
+	c->errhint = NULL;
+	return false;
+}
+
+/* rl_fail() naming another server than c's own (a cluster, the masters). */
+bool
+rl_fail_on(RLConn *c, RLFailure failure, const char *server, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errdetail, sizeof(c->errdetail), fmt, ap);
+	va_end(ap);
+	strlcpy(c->errserver, server, sizeof(c->errserver));
 	c->failure = failure;
 	c->errhint = NULL;
 	return false;
@@ -139,7 +159,7 @@ wait_socket(RLConn *c, uint32 events, TimestampTz until)
 		{
 			if (!proc_exit_inprogress)
 				proc_exit(1);
-			rl_fail(c, RLF_IO, "the postmaster died");
+			rl_fail(c, RLF_IO, "The postmaster died.");
 			return WAIT_FAILED;
 		}
 		if (ev.events & events)
@@ -208,8 +228,7 @@ rl_flush(RLConn *c, TimestampTz until)
 				break;
 			case WAIT_TIMEOUT:
 				return rl_fail(c, RLF_TIMEOUT,
-							   "redis server at %s did not answer within redislock.command_timeout (%d ms)",
-							   rl_conn_desc(c), rl_command_timeout);
+							   "No answer within %d ms.", rl_command_timeout);
 			case WAIT_FAILED:
 				return false;
 		}
@@ -248,8 +267,7 @@ rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **
 				if (!timeout_is_error)
 					return rl_fail(c, RLF_NONE, "timeout");
 				return rl_fail(c, RLF_TIMEOUT,
-							   "redis server at %s did not answer within redislock.command_timeout (%d ms)",
-							   rl_conn_desc(c), rl_command_timeout);
+							   "No answer within %d ms.", rl_command_timeout);
 			case WAIT_FAILED:
 				return false;
 		}
@@ -318,7 +336,7 @@ rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds)
 	ok = rl_sock_queue(c->sock, buf.data, buf.len);
 	pfree(buf.data);
 	if (!ok)
-		return rl_fail(c, RLF_IO, "could not queue a redis command: out of memory");
+		return rl_fail(c, RLF_IO, "Out of memory for the request.");
 	return true;
 }
 
@@ -425,8 +443,8 @@ rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 	for (int i = 0; i < st->id_reply; i++)
 		if (replies[i]->type == REDIS_REPLY_ERROR)
 			return rl_fail(c, RLF_SETUP,
-						   "redis server at %s refused the connection setup: %s",
-						   rl_conn_desc(c), replies[i]->str);
+						   "The server refused the connection setup: %s",
+						   replies[i]->str);
 	c->ready = true;
 	if (replies[st->id_reply]->type == REDIS_REPLY_INTEGER)
 		c->client_id = replies[st->id_reply]->integer;
@@ -437,8 +455,7 @@ rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 		  replies[st->role_reply]->element[0]->type == REDIS_REPLY_STRING &&
 		  strcmp(replies[st->role_reply]->element[0]->str, "master") == 0))
 		return rl_fail(c, RLF_FAILOVER,
-					   "redis server at %s is not a master yet: failover in progress",
-					   rl_conn_desc(c));
+					   "The server is not a master yet: a failover is in progress.");
 	return true;
 }
 
@@ -456,9 +473,9 @@ setup_session(RLConn *c, TimestampTz until)
 	if (!round_trip(c, st.n, cmds, replies, until))
 	{
 		if (c->failure == RLF_TIMEOUT)
-			rl_fail(c, RLF_TIMEOUT,
-					"redis server at %s did not answer the connection setup within redislock.connect_timeout (%d ms)",
-					rl_conn_desc(c), rl_connect_timeout);
+			rl_fail(c, RLF_CONNECT,
+					"The connection setup got no answer within redislock.connect_timeout (%d ms).",
+					rl_connect_timeout);
 		return false;
 	}
 	return rl_check_setup(c, &st, replies);
@@ -485,8 +502,7 @@ rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 	c->sock = rl_sock_open(node->host, node->port, unix_path, until,
 						   problem, sizeof(problem));
 	if (c->sock == NULL)
-		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					   rl_conn_desc(c), problem);
+		return rl_fail(c, RLF_CONNECT, "%s", problem);
 	strlcpy(c->host, node->host, sizeof(c->host));
 	c->ready = false;
 	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
@@ -508,8 +524,7 @@ rl_connected(RLConn *c)
 	char		problem[512];
 
 	if (!rl_sock_connected(c->sock, wants_tls(c), c->host, problem, sizeof(problem)))
-		return rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-					   rl_conn_desc(c), problem);
+		return rl_fail(c, RLF_CONNECT, "%s", problem);
 	return true;
 }
 
@@ -535,12 +550,10 @@ rl_stream_failed(RLConn *c)
 	const char *hint = rl_sock_hint(c->sock);
 
 	if (c->ready)
-		return rl_fail(c, RLF_IO, "lost connection to redis server at %s: %s",
-					   rl_conn_desc(c), rl_sock_error(c->sock));
+		return rl_fail(c, RLF_IO, "%s", rl_sock_error(c->sock));
 	if (rl_sock_got_tls_record(c->sock))
 		return tls_answer(c);
-	rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-			rl_conn_desc(c), rl_sock_error(c->sock));
+	rl_fail(c, RLF_CONNECT, "%s", rl_sock_error(c->sock));
 	if (hint == NULL && !rl_sock_is_tls(c->sock) && !rl_sock_got_bytes(c->sock) &&
 		(c->pinned || rl_server.unix_path[0] == '\0'))
 		hint = plain_hint(c);
@@ -554,8 +567,7 @@ rl_invalid_reply(RLConn *c)
 {
 	if (!c->ready && rl_sock_got_tls_record(c->sock))
 		return tls_answer(c);
-	return rl_fail(c, RLF_PROTOCOL, "invalid reply from redis server at %s: %s",
-				   rl_conn_desc(c), rl_sock_error(c->sock));
+	return rl_fail(c, RLF_PROTOCOL, "%s", rl_sock_error(c->sock));
 }
 
 /* A plain connection got a TLS record back: the port expects TLS. */
@@ -563,8 +575,7 @@ static bool
 tls_answer(RLConn *c)
 {
 	rl_fail(c, RLF_CONNECT,
-			"could not connect to redis server at %s: the server answered with TLS",
-			rl_conn_desc(c));
+			"The server answered with TLS.");
 	c->errhint = plain_hint(c);
 	return false;
 }
@@ -583,8 +594,7 @@ handshake(RLConn *c, TimestampTz until)
 			case RL_IO_DONE:
 				return true;
 			case RL_IO_FAILED:
-				rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-						rl_conn_desc(c), rl_sock_error(c->sock));
+				rl_fail(c, RLF_CONNECT, "%s", rl_sock_error(c->sock));
 				c->errhint = rl_sock_hint(c->sock);
 				return false;
 			case RL_IO_WAIT:
@@ -596,8 +606,7 @@ handshake(RLConn *c, TimestampTz until)
 				break;
 			case WAIT_TIMEOUT:
 				rl_fail(c, RLF_CONNECT,
-						"could not connect to redis server at %s: the TLS handshake did not finish within redislock.connect_timeout (%d ms)",
-						rl_conn_desc(c), rl_connect_timeout);
+						"The TLS handshake did not finish within redislock.connect_timeout (%d ms).", rl_connect_timeout);
 				c->errhint = rl_handshake_hint;
 				return false;
 			case WAIT_FAILED:
@@ -622,8 +631,7 @@ connect_socket(RLConn *c, const RLNode *node, const char *unix_path,
 			break;
 		case WAIT_TIMEOUT:
 			return rl_fail(c, RLF_CONNECT,
-						   "could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
-						   rl_conn_desc(c), rl_connect_timeout);
+						   "No answer within redislock.connect_timeout (%d ms).", rl_connect_timeout);
 		case WAIT_FAILED:
 			return false;
 	}
@@ -658,7 +666,8 @@ ask_sentinel(const RLNode *sentinel, int n, const RLCommand *cmds,
 	PG_END_TRY();
 	if (!ok)
 	{
-		snprintf(problem, size, "sentinel %s: %s", sentinel->desc, probe.errmsg);
+		snprintf(problem, size, "sentinel %s: %s", sentinel->desc,
+				 rl_failure_text(&probe));
 		*hint = probe.errhint;
 	}
 	rl_disconnect(&probe);
@@ -720,7 +729,7 @@ discover_master(RLConn *c, TimestampTz until)
 		{
 			strlcpy(rl_server.host, r->element[0]->str, sizeof(rl_server.host));
 			rl_server.port = atoi(r->element[1]->str);
-			snprintf(rl_server.desc, sizeof(rl_server.desc), "%s:%d (master \"%s\")",
+			snprintf(rl_server.desc, sizeof(rl_server.desc), "%s:%d, master %s",
 					 rl_server.host, rl_server.port, rl_sentinel_master);
 			rl_sentinel_first = k;
 			return true;
@@ -729,7 +738,7 @@ discover_master(RLConn *c, TimestampTz until)
 				 rl_sentinel_nodes[k].host, rl_sentinel_nodes[k].port, rl_sentinel_master);
 	}
 	rl_fail(c, RLF_CONNECT,
-			"no sentinel of redislock.sentinels could name master \"%s\": %s",
+			"No sentinel of redislock.sentinels could name master \"%s\": %s",
 			rl_sentinel_master, problem);
 	c->errhint = hint;
 	return false;
@@ -784,8 +793,8 @@ failover_reply(RLConn *c, int n, RLReply **replies)
 			(strncmp(replies[i]->str, "READONLY", 8) == 0 ||
 			 strncmp(replies[i]->str, "MASTERDOWN", 10) == 0 ||
 			 strncmp(replies[i]->str, "LOADING", 7) == 0))
-			return !rl_fail(c, RLF_FAILOVER, "redis server at %s is failing over: %s",
-							rl_conn_desc(c), replies[i]->str);
+			return !rl_fail(c, RLF_FAILOVER, "The server answered: %s",
+							replies[i]->str);
 	return false;
 }
 
@@ -945,45 +954,94 @@ rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies)
 	return nretry == 0 || eval_again(c, evals, cmds, retry, nretry, replies);
 }
 
+/*
+ * The primary message of each failure: fixed per kind, naming the server;
+ * the reason goes to the detail.
+ */
+static const char *const failure_message[] = {
+	[RLF_NONE] = "request to Redis server \"%s\" failed",
+	[RLF_CONFIG] = "redislock is not configured",
+	[RLF_CONNECT] = "could not connect to Redis server \"%s\"",
+	[RLF_SETUP] = "could not connect to Redis server \"%s\"",
+	[RLF_TIMEOUT] = "Redis server \"%s\" did not answer within redislock.command_timeout",
+	[RLF_IO] = "lost connection to Redis server \"%s\"",
+	[RLF_PROTOCOL] = "invalid reply from Redis server \"%s\"",
+	[RLF_FAILOVER] = "Redis server \"%s\" is failing over",
+	[RLF_CLUSTER] = "%s could not serve the request",
+	[RLF_MAJORITY] = "too few of %s answered",
+};
+
+static int
+failure_sqlstate(RLFailure failure)
+{
+	switch (failure)
+	{
+		case RLF_CONFIG:
+			return ERRCODE_INVALID_PARAMETER_VALUE;
+		case RLF_CONNECT:
+		case RLF_SETUP:
+			return ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+		case RLF_PROTOCOL:
+			return ERRCODE_PROTOCOL_VIOLATION;
+		default:
+			return ERRCODE_CONNECTION_FAILURE;
+	}
+}
+
+/* The failure of c as one line, "message: detail", to quote elsewhere. */
+char *
+rl_failure_text(const RLConn *c)
+{
+	char	   *msg = psprintf(failure_message[c->failure], c->errserver);
+
+	return c->errdetail[0] != '\0' ? psprintf("%s: %s", msg, c->errdetail) : msg;
+}
+
 /* Raises (or logs) the failure recorded on c. */
 void
 rl_report(RLConn *c, int elevel)
 {
-	int			code;
+	const char *hint = c->errhint;
 
-	switch (c->failure)
-	{
-		case RLF_CONFIG:
-			ereport(elevel,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("redislock is not configured: %s", c->errmsg),
-					 errhint("Set redislock.url, e.g. 'redis://127.0.0.1:6379', in postgresql.conf.")));
-			return;
-		case RLF_CONNECT:
-		case RLF_SETUP:
-			code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
-			break;
-		case RLF_PROTOCOL:
-			code = ERRCODE_PROTOCOL_VIOLATION;
-			break;
-		default:
-			code = ERRCODE_CONNECTION_FAILURE;
-			break;
-	}
+	if (hint == NULL && c->failure == RLF_SETUP)
+		hint = "Check redislock.url and redislock.password.";
+	if (hint == NULL && c->failure == RLF_CONFIG)
+		hint = "Set redislock.url, e.g. 'redis://127.0.0.1:6379', in postgresql.conf.";
 	ereport(elevel,
-			(errcode(code),
-			 errmsg("%s", c->errmsg),
-			 c->errhint != NULL ? errhint("%s", c->errhint) :
-			 c->failure == RLF_SETUP ?
-			 errhint("Check redislock.url and redislock.password.") : 0));
+			(errcode(failure_sqlstate(c->failure)),
+			 errmsg(failure_message[c->failure], c->errserver),
+			 c->errdetail[0] != '\0' ? errdetail_internal("%s", c->errdetail) : 0,
+			 hint != NULL ? errhint("%s", hint) : 0));
 }
 
-/* Raises a Redis error reply as an ERROR naming the server and the lock. */
+/* The fixed message of a refused operation on lock name. */
+int
+rl_op_errmsg(RLOp op, const char *name)
+{
+	switch (op)
+	{
+		case RL_OP_ACQUIRE:
+			return errmsg("could not acquire Redis lock \"%s\"", name);
+		case RL_OP_RELEASE:
+			return errmsg("could not release Redis lock \"%s\"", name);
+		case RL_OP_FORCE_RELEASE:
+			return errmsg("could not force-release Redis lock \"%s\"", name);
+		case RL_OP_STATUS:
+			return errmsg("could not read the status of Redis lock \"%s\"", name);
+		case RL_OP_VERIFY:
+			return errmsg("could not verify Redis lock \"%s\" before COMMIT", name);
+	}
+	return errmsg("Redis request on lock \"%s\" failed", name);
+}
+
+/* Raises a Redis error reply as an ERROR naming the lock and the server. */
 void
-rl_reply_error(const RLReply *reply, const char *what, const char *name)
+rl_reply_error(const RLReply *reply, RLOp op, const char *name)
 {
 	bool		wrongtype = strncmp(reply->str, "WRONGTYPE", 9) == 0;
 	bool		oom = strncmp(reply->str, "OOM", 3) == 0;
+	bool		auth = strncmp(reply->str, "NOAUTH", 6) == 0 ||
+		strncmp(reply->str, "NOPERM", 6) == 0;
 
 	if (rl_is_not_lock(reply))
 		ereport(ERROR,
@@ -991,19 +1049,15 @@ rl_reply_error(const RLReply *reply, const char *what, const char *name)
 				 errmsg("redis key \"%s\" is not a lock", name),
 				 errdetail("The key, its fair queue or its fencing counter holds data of another shape; redislock does not show it."),
 				 errhint("Some other application uses that name.")));
-	if (strncmp(reply->str, "NOAUTH", 6) == 0 ||
-		strncmp(reply->str, "NOPERM", 6) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("redis server at %s refused to %s lock \"%s\": %s",
-						rl_server_desc(), what, name, reply->str),
-				 errhint("Check redislock.url and redislock.password.")));
 	ereport(ERROR,
-			(errcode(wrongtype ? ERRCODE_WRONG_OBJECT_TYPE :
+			(errcode(auth ? ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION :
+					 wrongtype ? ERRCODE_WRONG_OBJECT_TYPE :
 					 oom ? ERRCODE_OUT_OF_MEMORY :
 					 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-			 errmsg("redis server at %s refused to %s lock \"%s\": %s",
-					rl_server_desc(), what, name, reply->str),
+			 rl_op_errmsg(op, name),
+			 errdetail_internal("Redis server \"%s\" answered: %s",
+								rl_server_desc(), reply->str),
+			 auth ? errhint("Check redislock.url and redislock.password.") :
 			 wrongtype ?
 			 errhint("The Redis key \"%s\" exists and is not a lock hash; some other application uses that name.", name) :
 			 oom ? errhint("Redis reached maxmemory; free memory or raise maxmemory.") : 0));

@@ -83,7 +83,8 @@ typedef enum RLFailure
 	RLF_IO,						/* connection lost */
 	RLF_PROTOCOL,				/* the peer does not speak RESP */
 	RLF_FAILOVER,				/* behind sentinels: not the master (now) */
-	RLF_CLUSTER					/* cluster down, slot unserved, redirect loop */
+	RLF_CLUSTER,				/* cluster down, slot unserved, redirect loop */
+	RLF_MAJORITY				/* Redlock: too few masters answered */
 } RLFailure;
 
 typedef struct RLConn
@@ -113,8 +114,10 @@ typedef struct RLConn
 	bool		sharded;		/* subscribed with SSUBSCRIBE */
 	int			nchannels;
 	const char *const *channels;
+	/* why the last call failed: see rl_report() for the messages */
 	RLFailure	failure;
-	char		errmsg[1024];
+	char		errserver[300]; /* the server it failed on, for errmsg */
+	char		errdetail[1024];	/* the reason, from Redis, OpenSSL or us */
 	const char *errhint;		/* advice for the user, or NULL */
 } RLConn;
 
@@ -147,8 +150,22 @@ extern const char *rl_conn_desc(const RLConn *c);
 extern void rl_disconnect(RLConn *c);
 extern bool rl_healthy(RLConn *c);
 
+/* What was asked of Redis, for the message of a refusal. */
+typedef enum RLOp
+{
+	RL_OP_ACQUIRE,
+	RL_OP_RELEASE,
+	RL_OP_FORCE_RELEASE,
+	RL_OP_STATUS,
+	RL_OP_VERIFY
+} RLOp;
+
+extern bool rl_fail_on(RLConn *c, RLFailure failure, const char *server,
+					   const char *fmt,...) pg_attribute_printf(4, 5);
+extern char *rl_failure_text(const RLConn *c);
 extern void rl_report(RLConn *c, int elevel) pg_attribute_cold;
-extern void rl_reply_error(const RLReply *reply, const char *what,
+extern int	rl_op_errmsg(RLOp op, const char *name);
+extern void rl_reply_error(const RLReply *reply, RLOp op,
 						   const char *name) pg_attribute_noreturn();
 
 /* config.c */

@@ -179,12 +179,11 @@ rl_redlock_no_majority(void)
 		if (redlock_cmd[i].failure == RLF_NONE)
 			nok++;
 		else
-			appendStringInfo(&buf, "; %s", redlock_cmd[i].errmsg);
+			appendStringInfo(&buf, "; %s", rl_failure_text(&redlock_cmd[i]));
 	}
-	snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
-			 "only %d of %d redlock masters answered, %d needed%s",
-			 nok, nredlock, rl_redlock_quorum(), buf.data);
-	rl_cmd_conn.failure = RLF_IO;
+	rl_fail_on(&rl_cmd_conn, RLF_MAJORITY, rl_server_desc(),
+			   "Only %d of %d Redlock masters answered, %d needed%s.",
+			   nok, nredlock, rl_redlock_quorum(), buf.data);
 	pfree(buf.data);
 	return false;
 }

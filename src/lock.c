@@ -227,13 +227,14 @@ rl_token_ttl_arg(int64 lease_ms)
 
 /* A reply that is not what our script returns: not a Redis we understand. */
 void
-rl_expect_reply(bool ok, const char *what, const char *name)
+rl_expect_reply(bool ok, RLOp op, const char *name)
 {
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("unexpected reply from redis server at %s when asked to %s lock \"%s\"",
-						rl_server_desc(), what, name)));
+				 rl_op_errmsg(op, name),
+				 errdetail_internal("Redis server \"%s\" gave a reply redislock's script does not give.",
+									rl_server_desc())));
 }
 
 /*
@@ -314,11 +315,9 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 		if (locks[i]->unsettled &&
 			!rl_registry_begin_io(locks[i]->slot, rl_command_deadline()))
 		{
-			snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
-					 "redis server at %s has not answered the redislock worker's request to settle lock \"%s\"",
-					 rl_server_desc(), locks[i]->name);
-			rl_cmd_conn.failure = RLF_TIMEOUT;
-			return false;
+			return rl_fail_on(&rl_cmd_conn, RLF_TIMEOUT, rl_server_desc(),
+							  "The redislock worker's request to settle lock \"%s\" is still unanswered.",
+							  locks[i]->name);
 		}
 		locks[i]->unsettled = false;
 		rl_release_eval(&evals[i], locks[i]->name, rl_owner_id(), keep[i],
@@ -335,17 +334,18 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 		if (replies[i]->type == REDIS_REPLY_ERROR)
 		{
 			if (!quiet)
-				rl_reply_error(replies[i], "release", locks[i]->name);
+				rl_reply_error(replies[i], RL_OP_RELEASE, locks[i]->name);
 			ereport(WARNING,
-					(errmsg("redis server at %s refused to release lock \"%s\": %s",
-							rl_server_desc(), locks[i]->name, replies[i]->str)));
+					(rl_op_errmsg(RL_OP_RELEASE, locks[i]->name),
+					 errdetail_internal("Redis server \"%s\" answered: %s",
+										rl_server_desc(), replies[i]->str)));
 			before[i] = 0;
 			continue;
 		}
 		if (!is_int(replies[i]))
 		{
 			if (!quiet)
-				rl_expect_reply(false, "release", locks[i]->name);
+				rl_expect_reply(false, RL_OP_RELEASE, locks[i]->name);
 			before[i] = 0;
 			continue;
 		}
@@ -372,9 +372,9 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 		if (!quiet)
 			rl_report(&rl_cmd_conn, ERROR);
 		ereport(WARNING,
-				(errmsg("could not release redis locks of this session: %s",
-						rl_cmd_conn.errmsg),
-				 errdetail("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
+				(errmsg("could not release the Redis locks of this session"),
+				 errdetail_internal("%s", rl_failure_text(&rl_cmd_conn)),
+				 errhint("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
 		return false;
 	}
 	for (int i = 0; i < n; i++)
@@ -432,7 +432,7 @@ rl_hand_unsettled_to_worker(void)
  * outcome is known, so a lock marked dirty for this call is clean again.
  */
 RLReply *
-rl_eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pending)
+rl_eval_one(const RLEval *e, RLOp op, const char *name, LocalLock *pending)
 {
 	RLReply    *r;
 
@@ -446,7 +446,7 @@ rl_eval_one(const RLEval *e, const char *what, const char *name, LocalLock *pend
 	if (r->type == REDIS_REPLY_ERROR)
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		rl_reply_error(r, what, name);
+		rl_reply_error(r, op, name);
 	}
 	return r;
 }
@@ -488,7 +488,7 @@ acquire_and_wait(const RLEval *e, LocalLock *ll, Attempt *out)
 	if (replies[0]->type == REDIS_REPLY_ERROR)
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		rl_reply_error(replies[0], "acquire", ll->name);
+		rl_reply_error(replies[0], RL_OP_ACQUIRE, ll->name);
 	}
 	out->wait = replies[1];
 	return replies[0];
@@ -539,10 +539,10 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	rl_mark_dirty(ll);
 	memset(out, 0, sizeof(*out));
 	r = rl_sync_replicas > 0 ? acquire_and_wait(&e, ll, out) :
-		rl_eval_one(&e, "acquire", ll->name, ll);
+		rl_eval_one(&e, RL_OP_ACQUIRE, ll->name, ll);
 	rl_expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
 								REDIS_REPLY_INTEGER) && r->elements >= 2,
-					"acquire", ll->name);
+					RL_OP_ACQUIRE, ll->name);
 	out->acquired = r->element[0]->integer == 1;
 	if (out->acquired)
 	{
@@ -956,13 +956,13 @@ rl_lock_force_release(const char *name)
 			if (per[node] != NULL)
 			{
 				if (per[node][0]->type == REDIS_REPLY_ERROR)
-					rl_reply_error(per[node][0], "force-release", name);
+					rl_reply_error(per[node][0], RL_OP_FORCE_RELEASE, name);
 				deleted |= is_int(per[node][0]) && per[node][0]->integer == 1;
 			}
 		return deleted;
 	}
-	r = rl_eval_one(&e, "force-release", name, NULL);
-	rl_expect_reply(is_int(r), "force-release", name);
+	r = rl_eval_one(&e, RL_OP_FORCE_RELEASE, name, NULL);
+	rl_expect_reply(is_int(r), RL_OP_FORCE_RELEASE, name);
 	return r->integer == 1;
 }
 

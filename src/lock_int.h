@@ -101,13 +101,13 @@ extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
 extern void rl_mark_dirty(LocalLock *ll);
 extern char *rl_int64_arg(int64 v);
 extern char *rl_token_ttl_arg(int64 lease_ms);
-extern void rl_expect_reply(bool ok, const char *what, const char *name);
+extern void rl_expect_reply(bool ok, RLOp op, const char *name);
 extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
 							 int64 *before, bool quiet);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
 extern void rl_hand_unsettled_to_worker(void);
 extern void rl_settle(bool quiet);
-extern RLReply *rl_eval_one(const RLEval *e, const char *what,
+extern RLReply *rl_eval_one(const RLEval *e, RLOp op,
 							const char *name, LocalLock *pending);
 
 /* redlock.c */

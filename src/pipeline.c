@@ -166,8 +166,7 @@ flight_step(Flight *f)
 				case RL_IO_WAIT:
 					return;
 				case RL_IO_FAILED:
-					rl_fail(c, RLF_CONNECT, "could not connect to redis server at %s: %s",
-							rl_conn_desc(c), rl_sock_error(c->sock));
+					rl_fail(c, RLF_CONNECT, "%s", rl_sock_error(c->sock));
 					c->errhint = rl_sock_hint(c->sock);
 					flight_fail(f);
 					return;
@@ -242,27 +241,23 @@ flights_expire(Flight *flights, int n, TimestampTz until, TimestampTz connect_un
 			continue;
 		if (flights[i].state == FLIGHT_CONNECTING && now >= connect_until)
 			rl_fail(c, RLF_CONNECT,
-					"could not connect to redis server at %s: no answer within redislock.connect_timeout (%d ms)",
-					rl_conn_desc(c), rl_connect_timeout);
+					"No answer within redislock.connect_timeout (%d ms).", rl_connect_timeout);
 		else if (flights[i].state == FLIGHT_HANDSHAKE && now >= connect_until)
 		{
 			rl_fail(c, RLF_CONNECT,
-					"could not connect to redis server at %s: the TLS handshake did not finish within redislock.connect_timeout (%d ms)",
-					rl_conn_desc(c), rl_connect_timeout);
+					"The TLS handshake did not finish within redislock.connect_timeout (%d ms).", rl_connect_timeout);
 			c->errhint = rl_handshake_hint;
 		}
 		else if (now >= until && straggling)
 		{
 			rl_fail(c, RLF_TIMEOUT,
-					"redis server at %s did not answer while a majority of the others did",
-					rl_conn_desc(c));
+					"No answer while a majority of the others answered.");
 			if (flight_abandon(&flights[i]))
 				continue;
 		}
 		else if (now >= until)
 			rl_fail(c, RLF_TIMEOUT,
-					"redis server at %s did not answer within redislock.command_timeout (%d ms)",
-					rl_conn_desc(c), rl_command_timeout);
+					"No answer within %d ms.", rl_command_timeout);
 		else
 			continue;
 		flight_fail(&flights[i]);
@@ -372,7 +367,7 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
 					for (int i = 0; i < n; i++)
 						if (flights[i].state != FLIGHT_DONE)
 						{
-							rl_fail(flights[i].b->conn, RLF_IO, "the postmaster died");
+							rl_fail(flights[i].b->conn, RLF_IO, "The postmaster died.");
 							flight_fail(&flights[i]);
 						}
 					return;

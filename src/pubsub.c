@@ -99,8 +99,7 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 		{
 			/* a cluster node that does not serve the channel's slot */
 			rl_fail(c, strncmp(r->str, "MOVED", 5) == 0 ? RLF_CLUSTER : RLF_PROTOCOL,
-					"redis server at %s refused to subscribe: %s",
-					rl_conn_desc(c), r->str);
+					"The server refused to subscribe: %s", r->str);
 			freeReplyObject(r);
 			rl_disconnect(c);
 			return false;

@@ -173,7 +173,7 @@ rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 			rl_set_flags(ll, false, ll->queued);
 	}
 	if (error != NULL && error->type == REDIS_REPLY_ERROR && granted + nrefused < rl_redlock_quorum())
-		rl_reply_error(error, "acquire", ll->name);
-	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), "acquire", ll->name);
+		rl_reply_error(error, RL_OP_ACQUIRE, ll->name);
+	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), RL_OP_ACQUIRE, ll->name);
 	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
 }

@@ -107,18 +107,25 @@ rl_mode_name(void)
 	return "single";
 }
 
+static void
+copy_failure(RLConn *to, const RLConn *from)
+{
+	to->failure = from->failure;
+	strlcpy(to->errserver, from->errserver, sizeof(to->errserver));
+	strlcpy(to->errdetail, from->errdetail, sizeof(to->errdetail));
+	to->errhint = from->errhint;
+}
+
 /* Copies the failure of c to rl_cmd_conn, where callers look for it. */
 static bool
 failed_on(const RLConn *c)
 {
 	if (c != &rl_cmd_conn)
-	{
-		rl_cmd_conn.failure = c->failure;
-		strlcpy(rl_cmd_conn.errmsg, c->errmsg, sizeof(rl_cmd_conn.errmsg));
-	}
+		copy_failure(&rl_cmd_conn, c);
 	return false;
 }
 
+/* Records a failure of the cluster as a whole on rl_cmd_conn. */
 static bool
 fail_cluster(RLFailure failure, const char *fmt,...)
 pg_attribute_printf(2, 3);
@@ -129,9 +136,11 @@ fail_cluster(RLFailure failure, const char *fmt,...)
 	va_list		ap;
 
 	va_start(ap, fmt);
-	vsnprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg), fmt, ap);
+	vsnprintf(rl_cmd_conn.errdetail, sizeof(rl_cmd_conn.errdetail), fmt, ap);
 	va_end(ap);
+	strlcpy(rl_cmd_conn.errserver, rl_server_desc(), sizeof(rl_cmd_conn.errserver));
 	rl_cmd_conn.failure = failure;
+	rl_cmd_conn.errhint = NULL;
 	return false;
 }
 
@@ -337,12 +346,11 @@ refresh_map(void)
 		}
 		if (replies[0]->type == REDIS_REPLY_ERROR)
 			return fail_cluster(RLF_CLUSTER,
-								"redis server at %s cannot serve as a cluster node: %s",
+								"Redis server %s cannot serve as a cluster node: %s",
 								c->node.desc, replies[0]->str);
 		if (!slots_reply_ok(replies[0]))
-			return fail_cluster(RLF_PROTOCOL,
-								"unexpected reply to CLUSTER SLOTS from redis server at %s",
-								c->node.desc);
+			return rl_fail_on(&rl_cmd_conn, RLF_PROTOCOL, c->node.desc,
+							  "Unexpected reply to CLUSTER SLOTS.");
 		load_slots(i, replies[0]);
 		cluster_sharded = replies[1]->type == REDIS_REPLY_ARRAY &&
 			replies[1]->elements > 0 &&
@@ -352,13 +360,9 @@ refresh_map(void)
 	}
 	if (rl_cmd_conn.failure == RLF_NONE)
 		return fail_cluster(RLF_CONFIG, "redislock.cluster_nodes names no node");
-	{
-		char		last[sizeof(rl_cmd_conn.errmsg)];
-
-		strlcpy(last, rl_cmd_conn.errmsg, sizeof(last));
-		return fail_cluster(rl_cmd_conn.failure,
-							"no node of the redis cluster answered: %s", last);
-	}
+	return fail_cluster(rl_cmd_conn.failure,
+						"No node of the Redis cluster answered; the last: %s",
+						rl_failure_text(&rl_cmd_conn));
 }
 
 /* Loads the slot map if we have none (that rebuilds the node table). */
@@ -454,7 +458,7 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 
 		if (node < 0)
 			return fail_cluster(RLF_CLUSTER,
-								"hash slot %d is not served by any node of the redis cluster",
+								"Hash slot %d is not served by any node.",
 								pending[p].slot);
 		if (batch_of[node] < 0)
 		{
@@ -521,7 +525,7 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 					target = cluster_node(to.host, to.port);
 				if (!valid || (r->str[0] == 'M' && (target < 0 || ++pd->redirects > MAX_REDIRECTS)))
 					return fail_cluster(RLF_CLUSTER,
-										"the redis cluster keeps redirecting a request for hash slot %d: %s",
+										"The cluster keeps redirecting a request for hash slot %d: %s",
 										pd->slot, r->str);
 				if (r->str[0] == 'M')
 				{
@@ -539,10 +543,8 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 					 (strncmp(r->str, "TRYAGAIN", 8) == 0 ||
 					  strncmp(r->str, "CLUSTERDOWN", 11) == 0))
 			{
-				snprintf(rl_cmd_conn.errmsg, sizeof(rl_cmd_conn.errmsg),
-						 "the redis cluster cannot serve hash slot %d now: %s",
-						 pd->slot, r->str);
-				rl_cmd_conn.failure = RLF_CLUSTER;
+				fail_cluster(RLF_CLUSTER, "Hash slot %d cannot be served now: %s",
+							 pd->slot, r->str);
 				next[left++] = *pd;
 				*retry_later = true;
 				if (r->str[0] == 'C')
@@ -601,7 +603,7 @@ cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **re
 			return true;
 		if (GetCurrentTimestamp() + RETRY_MS * 1000 >= until)
 			return rl_cmd_conn.failure != RLF_NONE ? false :
-				fail_cluster(RLF_CLUSTER, "the redis cluster did not settle within redislock.command_timeout (%d ms)",
+				fail_cluster(RLF_CLUSTER, "The cluster did not settle within redislock.command_timeout (%d ms).",
 							 rl_command_timeout);
 		if (retry_later)
 			pause_briefly();
@@ -737,17 +739,14 @@ rl_route_subscribe(const char *channel)
 
 		if (node == -2)
 		{
-			rl_sub_conn.failure = rl_cmd_conn.failure;
-			strlcpy(rl_sub_conn.errmsg, rl_cmd_conn.errmsg, sizeof(rl_sub_conn.errmsg));
+			copy_failure(&rl_sub_conn, &rl_cmd_conn);
 			return false;
 		}
 		if (node < 0)
 		{
-			rl_sub_conn.failure = RLF_CLUSTER;
-			snprintf(rl_sub_conn.errmsg, sizeof(rl_sub_conn.errmsg),
-					 "hash slot %d is not served by any node of the redis cluster",
-					 key_slot(channel));
-			return false;
+			return rl_fail_on(&rl_sub_conn, RLF_CLUSTER, rl_server_desc(),
+							  "Hash slot %d is not served by any node.",
+							  key_slot(channel));
 		}
 		if (!rl_sub_conn.pinned || rl_sub_conn.sharded != sharded ||
 			strcmp(rl_sub_conn.node.desc, cluster_nodes[node]->node.desc) != 0)

@@ -39,7 +39,7 @@ parse_status(const RLReply *r, const char *name, RLStatus *st)
 					is_int(r->element[1]) && is_int(r->element[2]) &&
 					(r->element[3]->type == REDIS_REPLY_STRING ||
 					 r->element[3]->type == REDIS_REPLY_NIL),
-					"read", name);
+					RL_OP_STATUS, name);
 
 	memset(st, 0, sizeof(*st));
 	st->mode = rl_mode_name();
@@ -81,7 +81,7 @@ rl_lock_node_status(const char *name, RLNodeStatus **out)
 	{
 		nodes = palloc0(sizeof(RLNodeStatus));
 		nodes[0].node = rl_server_desc();
-		parse_status(rl_eval_one(&e, "read", name, NULL), name, &nodes[0].st);
+		parse_status(rl_eval_one(&e, RL_OP_STATUS, name, NULL), name, &nodes[0].st);
 		*out = nodes;
 		return 1;
 	}
@@ -93,9 +93,9 @@ rl_lock_node_status(const char *name, RLNodeStatus **out)
 	{
 		nodes[i].node = rl_redlock_conn(i)->node.desc;
 		if (per[i] == NULL)
-			nodes[i].error = pstrdup(rl_redlock_conn(i)->errmsg);
+			nodes[i].error = rl_failure_text(rl_redlock_conn(i));
 		else if (rl_is_not_lock(per[i][0]))
-			rl_reply_error(per[i][0], "read", name);
+			rl_reply_error(per[i][0], RL_OP_STATUS, name);
 		else if (per[i][0]->type == REDIS_REPLY_ERROR)
 			nodes[i].error = per[i][0]->str;
 		else
@@ -179,5 +179,5 @@ rl_lock_status(const char *name, RLStatus *st)
 	}
 	rl_settle(false);
 	status_eval(&e, name);
-	parse_status(rl_eval_one(&e, "read", name, NULL), name, st);
+	parse_status(rl_eval_one(&e, RL_OP_STATUS, name, NULL), name, st);
 }

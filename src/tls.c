@@ -218,20 +218,20 @@ rl_tls_describe(SSL *ssl, int err, int saved_errno, const char *host,
 	*hint = NULL;
 	if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH)
 	{
-		snprintf(buf, size, "the server's certificate does not match the name \"%s\": %s",
+		snprintf(buf, size, "The server's certificate does not match the name \"%s\": %s",
 				 rl_tls_name(host),
 				 X509_verify_cert_error_string(verify));
 		*hint = "Connect by the name in the certificate, or set redislock.tls_server_name to it.";
 	}
 	else if (verify != X509_V_OK && ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED)
 	{
-		snprintf(buf, size, "the server's certificate is not trusted: %s",
+		snprintf(buf, size, "The server's certificate is not trusted: %s",
 				 X509_verify_cert_error_string(verify));
 		*hint = "Set redislock.tls_ca_file to the CA that signed the server's certificate.";
 	}
 	else if (err == SSL_ERROR_SSL && refused_our_certificate(reason))
 	{
-		snprintf(buf, size, "the server refused the client certificate: %s",
+		snprintf(buf, size, "The server refused the client certificate: %s",
 				 ERR_reason_error_string(e));
 		*hint = client_cert_hint();
 	}
@@ -239,7 +239,7 @@ rl_tls_describe(SSL *ssl, int err, int saved_errno, const char *host,
 			 (reason == SSL_R_WRONG_VERSION_NUMBER ||
 			  reason == SSL_R_PACKET_LENGTH_TOO_LONG))
 	{
-		snprintf(buf, size, "the server does not speak TLS on this port: %s",
+		snprintf(buf, size, "The server does not speak TLS on this port: %s",
 				 ERR_reason_error_string(e));
 		*hint = "Use a redis:// URL for a port without TLS.";
 	}
@@ -250,7 +250,7 @@ rl_tls_describe(SSL *ssl, int err, int saved_errno, const char *host,
 		 * alert and closes; when our first request is still unread there,
 		 * the close resets the connection and the alert is lost.
 		 */
-		snprintf(buf, size, "connection closed by the server after it asked for a client certificate: %s",
+		snprintf(buf, size, "Connection closed by the server after it asked for a client certificate: %s",
 				 saved_errno != 0 ? strerror(saved_errno) : "end of stream");
 		*hint = client_cert_hint();
 	}
@@ -263,7 +263,7 @@ rl_tls_describe(SSL *ssl, int err, int saved_errno, const char *host,
 	else if (saved_errno != 0)
 		snprintf(buf, size, "%s", strerror(saved_errno));
 	else
-		snprintf(buf, size, "connection closed by the server");
+		snprintf(buf, size, "Connection closed by the server");
 	ERR_clear_error();
 }
 

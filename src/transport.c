@@ -362,7 +362,7 @@ rl_sock_read(RLSocket *s)
 		if (n < 0)
 			return sock_fail(s, "%s", strerror(errno));
 		if (n == 0)
-			return sock_fail(s, "connection closed by the server");
+			return sock_fail(s, "Connection closed by the server");
 		return take_in(s, buf, n);
 	}
 	for (;;)

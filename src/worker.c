@@ -85,11 +85,12 @@ note_redis(bool ok)
 {
 	if (!ok && !redis_unreachable)
 		ereport(WARNING,
-				(errmsg("redislock watchdog cannot reach redis: %s", rl_cmd_conn.errmsg),
-				 errdetail("Renewals and releases are retried every %d ms.", RETRY_MS)));
+				(errmsg("redislock watchdog cannot reach Redis"),
+				 errdetail_internal("%s", rl_failure_text(&rl_cmd_conn)),
+				 errhint("Renewals and releases are retried every %d ms.", RETRY_MS)));
 	else if (ok && redis_unreachable)
 		ereport(LOG,
-				(errmsg("redislock watchdog reached redis server at %s again",
+				(errmsg("redislock watchdog reached Redis server \"%s\" again",
 						rl_server_desc())));
 	redis_unreachable = !ok;
 }
@@ -230,7 +231,9 @@ renew_batch(RLSlotCopy **items, int n)
 			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
 			rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 			ereport(WARNING,
-					(errmsg("could not renew redis lock \"%s\": %s", s->name, replies[i]->str)));
+					(errmsg("could not renew redis lock \"%s\"", s->name),
+					 errdetail_internal("Redis server \"%s\" answered: %s",
+										rl_server_desc(), replies[i]->str)));
 		}
 		else if (replies[i]->type != REDIS_REPLY_INTEGER)
 			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
@@ -290,9 +293,11 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 		done[i] = ok && replies[i]->type != REDIS_REPLY_ERROR;
 		if (ok && !done[i])
 			ereport(WARNING,
-					(errmsg("could not release redis lock \"%s\" of %s session: %s",
-							s->name, settle ? "an idle" : "an ended",
-							replies[i]->str)));
+					(settle ?
+					 errmsg("could not release redis lock \"%s\" of an idle session", s->name) :
+					 errmsg("could not release redis lock \"%s\" of an ended session", s->name),
+					 errdetail_internal("Redis server \"%s\" answered: %s",
+										rl_server_desc(), replies[i]->str)));
 		else if (done[i] && !settle && replies[i]->type == REDIS_REPLY_INTEGER &&
 				 replies[i]->integer > 0)
 		{

@@ -101,9 +101,11 @@ settle_locks_quietly(int n, LocalLock **locks)
 		InterruptHoldoffCount = holdoff + 1;
 		QueryCancelHoldoffCount = cancel_holdoff;
 		ereport(WARNING,
-				(errmsg("could not release redis locks of this session: %s",
-						edata->message),
-				 errdetail("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
+				(errmsg("could not release the Redis locks of this session"),
+				 edata->detail != NULL ?
+				 errdetail_internal("%s: %s", edata->message, edata->detail) :
+				 errdetail_internal("%s", edata->message),
+				 errhint("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
 	}
 	PG_END_TRY();
 	rl_limit_waits(0);
@@ -265,15 +267,15 @@ verify_before_commit(void)
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not verify redis locks before COMMIT: %s",
-						rl_cmd_conn.errmsg),
+				 errmsg("could not verify the Redis locks of this session before COMMIT"),
+				 errdetail_internal("%s", rl_failure_text(&rl_cmd_conn)),
 				 errhint("Set redislock.verify_on_commit = off to commit without the check.")));
 	}
 	for (int i = 0; i < n; i++)
 	{
 		if (replies[i]->type == REDIS_REPLY_ERROR)
-			rl_reply_error(replies[i], "verify", held[i]->name);
-		rl_expect_reply(is_int(replies[i]), "verify", held[i]->name);
+			rl_reply_error(replies[i], RL_OP_VERIFY, held[i]->name);
+		rl_expect_reply(is_int(replies[i]), RL_OP_VERIFY, held[i]->name);
 		if (replies[i]->integer == 1)
 			continue;
 		if (held[i]->slot >= 0 &&

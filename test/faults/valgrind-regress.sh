@@ -213,7 +213,7 @@ start_tls_redis tls_untrusted untrusted; untrusted_port=$PORT
 redis-cli --tls --cacert "$TLS/ca.crt" -p "$tls_port" HSET vg:held other-owner:1 1 >/dev/null
 redis-cli --tls --cacert "$TLS/ca.crt" -p "$tls_port" PEXPIRE vg:held 600000 >/dev/null
 echo "valgrind-regress: TLS paths (127.0.0.1:$tls_port)"
-tls_out=$("${AS_PG[@]}" "$PGBIN/psql" -X -At -h "$VG/sock" -p "$pgport" -d contrib_regression 2>&1 <<SQL | sed -e 's/^psql:<stdin>:[0-9]*: //' | grep -v '^SET$\|^DETAIL\|^HINT' || true
+tls_out=$("${AS_PG[@]}" "$PGBIN/psql" -X -At -h "$VG/sock" -p "$pgport" -d contrib_regression 2>&1 <<SQL | sed -e 's/^psql:<stdin>:[0-9]*: //' | grep -v '^SET$\|^HINT' || true
 SET redislock.tls_ca_file = '$TLS/ca.crt';
 SET redislock.connect_timeout = '30s';
 SET redislock.url = 'rediss://127.0.0.1:$tls_port';
@@ -232,8 +232,10 @@ tls_expect="acquire|t
 mine|t
 release|t
 wait|f
-ERROR:  could not connect to redis server at 127.0.0.1:$untrusted_port: the server's certificate is not trusted: unable to get local issuer certificate
-ERROR:  could not connect to redis server at 127.0.0.1:$rport: the TLS handshake did not finish within redislock.connect_timeout (2000 ms)"
+ERROR:  could not connect to Redis server \"127.0.0.1:$untrusted_port\"
+DETAIL:  The server's certificate is not trusted: unable to get local issuer certificate
+ERROR:  could not connect to Redis server \"127.0.0.1:$rport\"
+DETAIL:  The TLS handshake did not finish within redislock.connect_timeout (2000 ms)."
 if [ "$tls_out" != "$tls_expect" ]; then
     echo "valgrind-regress: FAIL: TLS paths printed:"; echo "$tls_out"; mrc=1
 fi

@@ -76,7 +76,7 @@ $s->start("SELECT redis_lock_acquire('dns:k', '0', '1 min')");
 my ($v, $err, $state) = $s->finish(30);
 is($state, '08001', 'a DNS server that never answers: 08001 within the wait bound')
   or diag($err);
-like($err // '', qr/redis server at \Q$HOST\E:6379: the DNS lookup of "\Q$HOST\E" did not finish within redislock\.connect_timeout \(2000 ms\)/,
+like($err // '', qr/could not connect to Redis server "\Q$HOST\E:6379"\nDETAIL:  the DNS lookup of "\Q$HOST\E" did not finish within redislock\.connect_timeout \(2000 ms\)/,
 	'... saying that the lookup did not finish within connect_timeout');
 
 # --- cancel reaches a backend waiting for the resolver --------------------------

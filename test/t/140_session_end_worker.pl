@@ -72,7 +72,7 @@ sub holder
 	until_ok("redis_locks: both locks 'releasing'",
 		sub { states($pid) eq 'o:fixed=releasing,o:wd=releasing' });
 	until_ok('server log: the exit release failed', sub {
-		slurp($node->logfile) =~ /could not release redis locks of this session/;
+		slurp($node->logfile) =~ /could not release the Redis locks of this session/;
 	});
 	is(lock_stats($obs)->{worker_released}, $s0->{worker_released}, 'nothing released yet');
 
@@ -86,7 +86,7 @@ sub holder
 		'server log: worker released o:fixed');
 	like($log, qr/LOG:  released redis lock "o:wd" of the ended session with PID $pid/,
 		'server log: worker released o:wd');
-	like($log, qr/redislock watchdog cannot reach redis/, 'server log: the worker noticed the outage');
+	like($log, qr/redislock watchdog cannot reach Redis/, 'server log: the worker noticed the outage');
 
 	# The released lock is free at once for anyone (well before its 10 min lease).
 	my $b = RedisLockTest::Session->new($node);
@@ -134,7 +134,7 @@ sub holder
 	until_ok('the key is gone (expired)', sub { rc()->cmd('EXISTS', 'x:short') == 0 });
 	is(lock_stats($obs)->{worker_released}, $s0->{worker_released}, 'not counted as released by the worker');
 	until_ok('the worker talks to Redis again',
-		sub { slurp($node->logfile) =~ /redislock watchdog reached redis server at .* again/ });
+		sub { slurp($node->logfile) =~ /redislock watchdog reached Redis server ".*" again/ });
 }
 
 is($obs->query('SELECT count(*) FROM redis_locks'), 0, 'redis_locks empty at the end');

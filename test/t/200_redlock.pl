@@ -73,8 +73,8 @@ is($a->query("SELECT redis_lock_release('rl:k')"), 't', '... and releases');
 $rl->kill9(2);
 ($v, $err, $state) = $a->try("SELECT redis_lock_acquire('rl:k', '0', '1 min')");
 is($state, '08006', 'with 3 of 5 masters dead: 08006');
-like($err // '', qr/only 2 of 5 redlock masters answered, 3 needed/, '... saying how many answered');
-like($err // '', qr/127\.0\.0\.1:\d+: Connection refused/, '... and naming the failed masters');
+like($err // '', qr/Only 2 of 5 Redlock masters answered, 3 needed/, '... saying how many answered');
+like($err // '', qr/127\.0\.0\.1:\d+": Connection refused/, '... and naming the failed masters');
 is($a->query("SELECT count(*) FROM redis_locks WHERE name = 'rl:k' AND state <> 'unsettled'"), 0,
 	'nothing is recorded as held');
 is($a->query("SELECT state FROM redis_locks WHERE name = 'rl:k'"), 'unsettled',

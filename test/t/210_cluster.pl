@@ -133,7 +133,7 @@ like($err // '', qr/cannot serve as a cluster node/, '... saying so');
 $c->query("SET redislock.cluster_nodes = '127.0.0.1:1'");
 (undef, $err, $state) = $c->try("SELECT redis_lock_acquire('cl:e', '0', '1 min')");
 like($state // '', qr/^08/, 'no seed reachable: a connection error');
-like($err // '', qr/no node of the redis cluster answered/, '... saying no node answered');
+like($err // '', qr/No node of the Redis cluster answered/, '... saying no node answered');
 $c->query('RESET redislock.cluster_nodes');
 (undef, $err, $state) = $c->try("SET redislock.redlock_nodes = '127.0.0.1:1,127.0.0.1:2,127.0.0.1:3'");
 (undef, $err, $state) = $c->try("SELECT redis_lock_acquire('cl:e', '0', '1 min')");
@@ -166,7 +166,7 @@ is($owner->cli('CLUSTER', 'DELSLOTS', $gone), 'OK', "slot $gone is taken from it
 $c->query("SET redislock.command_timeout = '2s'");
 (undef, $err, $state) = $c->try("SELECT redis_lock_acquire('cl:gone', '0', '1 min')");
 is($state, '08006', 'an unserved slot: 08006');
-like($err // '', qr/hash slot $gone (is not served by any node|.*CLUSTERDOWN)/, '... naming the slot')
+like($err // '', qr/Hash slot $gone (is not served by any node|.*CLUSTERDOWN)/, '... naming the slot')
   or diag($err);
 
 no_crash_ok($node, 'cluster');

@@ -99,7 +99,7 @@ sub failure_ok
 	my (undef, $e, $code) = try_with($url, %$set);
 	(my $where = $url) =~ s{^rediss?://}{};
 	is($code, '08001', "$desc: 08001") or diag($e);
-	like($e // '', qr/could not connect to redis server at \Q$where\E: .*$detail/, "$desc: message") or diag($e);
+	like($e // '', qr/could not connect to Redis server "\Q$where\E"\nDETAIL:  .*$detail/i, "$desc: message") or diag($e);
 	like($e // '', qr/HINT:.*$hint/s, "$desc: hint") if defined $hint;
 	unlike($e // '', qr/\Q$secret\E/, "$desc: no password in the message");
 }
@@ -107,11 +107,11 @@ sub failure_ok
 my $url = $redis->url;
 my $untrusted = RedisLockTest::Redis->new(tls => $tls, tls_server => 'untrusted', requirepass => $secret);
 failure_ok('a server whose CA is not trusted', $untrusted->url, {},
-	qr/the server's certificate is not trusted: unable to get local issuer certificate/,
+	qr/The server's certificate is not trusted: unable to get local issuer certificate/,
 	qr/redislock\.tls_ca_file/);
 my $wrong = RedisLockTest::Redis->new(tls => $tls, tls_server => 'wrongname', requirepass => $secret);
 failure_ok('a certificate for another name', $wrong->url, {},
-	qr/the server's certificate does not match the name "127\.0\.0\.1": IP address mismatch/,
+	qr/The server's certificate does not match the name "127\.0\.0\.1": IP address mismatch/,
 	qr/redislock\.tls_server_name/);
 failure_ok('tls_server_name that is not in the certificate', $url,
 	{ 'redislock.tls_server_name' => 'wrong.example' },
@@ -143,7 +143,7 @@ is((try_with($auth->url, 'redislock.tls_cert_file' => $tls->client_cert,
 my $plain = RedisLockTest::Redis->new(requirepass => $secret);
 failure_ok('rediss:// to a server without TLS', 'rediss://127.0.0.1:' . $plain->port,
 	{ 'redislock.connect_timeout' => '500ms' },
-	qr/the TLS handshake did not finish within redislock\.connect_timeout \(500 ms\)/,
+	qr/The TLS handshake did not finish within redislock\.connect_timeout \(500 ms\)/,
 	qr/use a redis:\/\/ URL/);
 failure_ok('redis:// to a server that speaks only TLS', 'redis://127.0.0.1:' . $redis->port, {},
 	qr/./, qr/use a rediss:\/\/ URL/);
@@ -181,7 +181,7 @@ my $via = 'rediss://127.0.0.1:' . $proxy->port($redis->port);
 	$proxy->cmd('stall down');
 	my (undef, $e, $code) = $s->try("SELECT redis_lock_acquire('tls:stall', '0')");
 	is($code, '08001', 'a handshake the server never answers fails at connect_timeout');
-	like($e, qr/the TLS handshake did not finish within redislock\.connect_timeout \(1000 ms\)/,
+	like($e, qr/The TLS handshake did not finish within redislock\.connect_timeout \(1000 ms\)/,
 		'... saying so');
 
 	$s->query("SET redislock.connect_timeout = '1min'");

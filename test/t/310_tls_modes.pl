@@ -64,7 +64,7 @@ my %tls_conf = ('redislock.tls_ca_file' => $tls->ca_file, 'redislock.watchdog_ti
 	my $st;
 	(undef, $err, $st) = $c->try("SELECT redis_lock_acquire('ts:x', '0')");
 	is($st, '08001', 'sentinel_tls off against TLS sentinels: 08001') or diag($err);
-	like($err // '', qr/no sentinel of redislock\.sentinels could name master "m": sentinel 127\.0\.0\.1:\d+/,
+	like($err // '', qr/No sentinel of redislock\.sentinels could name master "m": sentinel 127\.0\.0\.1:\d+/,
 		'... naming a sentinel');
 	like($err // '', qr/HINT:.*set redislock\.sentinel_tls to on/s, '... with a hint');
 	$c->close;
