@@ -12,6 +12,7 @@ OBJS = \
 	src/redislock.o \
 	src/redlock.o \
 	src/registry.o \
+	src/report.o \
 	src/resolve.o \
 	src/route.o \
 	src/scripts.o \
