@@ -1,7 +1,8 @@
 /*
  * conn_int.h
- *	  Shared by config.c, conn.c, pipeline.c, pubsub.c and report.c, not seen by the
- *	  layers above (they use conn.h): parsed settings, steps of a request.
+ *	  Shared by config.c, conn.c, pipeline.c, pubsub.c and report.c, not
+ *	  seen by the layers above (they use conn.h): parsed settings, steps of
+ *	  a request.
  *
  * src/conn_int.h
  */
