@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # redislock fault/abuse tests: runs every test/faults/t/*.pl as TAP (prove)
-# against real redis-server / PostgreSQL processes, then the pg_regress suite
-# under valgrind.  Stops everything it started; exits non-zero on any failure
+# against real redis-server / PostgreSQL processes (the kill and partition
+# tests, 020 and 030, a second time with every Redis over TLS, counted and
+# named as <test>_tls), then the pg_regress suite under valgrind.  Stops everything it started; exits non-zero on any failure
 # and ends with the line
 #     faults: N passed, M failed
 #
@@ -246,7 +247,11 @@ run_tap() {
                PERL5LIB="$WORK/test/lib:$WORK/test/redisson:$WORK/test/faults/lib:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
                REDISLOCK_TEST_WORKDIR="$WORK" "${NETNS_ENV[@]}")
     [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)
-    # the kill and partition tests run a second time with Redis over TLS
+    # The kill and partition tests run a second time with Redis over TLS
+    # (REDISLOCK_FAULT_TLS=1), through a link named <test>_tls.pl: the test
+    # name comes from the script's name, so the TLS run has data dirs, server
+    # logs and regress_log of its own (a failed or kept plain run's data dirs
+    # would make its initdb fail, and its regress_log would be overwritten).
     local runs=() tls
     for f in "${files[@]}"; do runs+=("$f:"); done
     for f in "${files[@]}"; do
@@ -256,6 +261,11 @@ run_tap() {
         f=${run%:*}; tls=${run##*:}
         b=$(basename "$f" .pl)${tls:+_tls}
         [ -f "$WORK/$f" ] || { echo "faults: no such test $f" >&2; FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b(missing)"); continue; }
+        if [ -n "$tls" ]; then
+            mkdir -p "$WORK/test/faults/t_tls"
+            ln -sfn "../t/$(basename "$f")" "$WORK/test/faults/t_tls/$b.pl"
+            f=test/faults/t_tls/$b.pl
+        fi
         log "TAP $f${tls:+ (over TLS)}"
         local rc=0
         run_waited timeout -k 10 "$TAP_TIMEOUT" "${AS_PG[@]}" "${env[@]}" \
@@ -265,7 +275,7 @@ run_tap() {
         else
             FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b")
             [ "$rc" -eq 124 ] && echo "faults: $f timed out after ${TAP_TIMEOUT}s" >&2
-            for lg in "$WORK"/tmp_check/log/*"$(basename "$f" .pl)"*; do
+            for lg in "$WORK"/tmp_check/log/*"$b"*; do
                 [ -f "$lg" ] || continue
                 log "tail of ${lg#"$WORK"/}"; tail -n 40 "$lg"
             done
