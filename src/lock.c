@@ -293,6 +293,16 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
 	}
 }
 
+/* Tells the registry which of n locks lose their last hold (keep[i] 0). */
+static void
+mark_releasing(int n, LocalLock **locks, const int32 *keep, bool releasing)
+{
+	for (int i = 0; i < n; i++)
+		if (keep[i] == 0)
+			rl_registry_releasing(locks[i]->slot, locks[i]->generation,
+								  releasing);
+}
+
 /*
  * Trims this owner's hold count in Redis to keep[i] for each of n locks and
  * takes it out of their fair queues where it may stand, in one pipelined
@@ -301,7 +311,8 @@ rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
  * quiet only logged, and count as done since repeating cannot help. A lock
  * the worker is settling is not sent before the worker's request has been
  * answered (it would reach Redis in either order): false after the command
- * timeout.
+ * timeout. Where a lock's last hold goes, the registry knows it is being
+ * released until the caller publishes the outcome or frees the slot.
  */
 bool
 rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
@@ -309,6 +320,7 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * n);
+	volatile bool sent;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -324,8 +336,20 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 						locks[i]->queued,
 						locks[i]->watchdog ? locks[i]->lease_ms : 0);
 	}
-	if (!rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL))
+	mark_releasing(n, locks, keep, true);
+	PG_TRY();
 	{
+		sent = rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL);
+	}
+	PG_CATCH();
+	{
+		mark_releasing(n, locks, keep, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!sent)
+	{
+		mark_releasing(n, locks, keep, false);
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		return false;
 	}

@@ -211,6 +211,7 @@ rl_registry_reserve(const char *name, const char *owner, int64 lease_ms,
 	s->session = my_session;
 	s->unsettled = false;
 	s->worker_busy = false;
+	s->releasing = false;
 	s->session_holds = 0;
 	s->xact_holds = 0;
 	s->fair = false;
@@ -269,6 +270,7 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 	s->lease_ms = info->lease_ms;
 	s->token = info->token;
 	s->acquired_at = info->acquired_at;
+	s->releasing = false;
 	if (info->renewed)
 	{
 		s->renewed_at = GetCurrentTimestamp();
@@ -381,8 +383,28 @@ rl_registry_is_lost(int index)
 }
 
 /*
- * Marks a slot lost, unless it changed hands or was taken anew since the
- * caller looked. Returns whether this call made it lost.
+ * The session is about to give back its last hold of slot index, or has
+ * failed to. Until it publishes the outcome (or frees the slot), a renewal
+ * that finds no hold in Redis may have run after the release: that is the
+ * release, not a loss, and the worker must not report it.
+ */
+void
+rl_registry_releasing(int index, uint32 generation, bool releasing)
+{
+	RLSlot	   *s;
+
+	if (index < 0)
+		return;
+	s = &shared->slots[index];
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (s->generation == generation)
+		s->releasing = releasing;
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * Marks a slot lost, unless it changed hands, was taken anew or is being
+ * released since the caller looked. Returns whether this call made it lost.
  */
 bool
 rl_registry_mark_lost(int index, uint32 generation, uint32 epoch)
@@ -392,7 +414,7 @@ rl_registry_mark_lost(int index, uint32 generation, uint32 epoch)
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (s->generation == generation && s->epoch == epoch &&
-		s->state == RL_SLOT_HELD)
+		s->state == RL_SLOT_HELD && !s->releasing)
 	{
 		s->state = RL_SLOT_LOST;
 		marked = true;

@@ -41,6 +41,8 @@ typedef struct RLSlot
 								 * (a call's outcome is unknown) while the
 								 * session is idle: the worker trims it */
 	bool		worker_busy;	/* the worker is settling it */
+	bool		releasing;		/* the session is giving back its last hold:
+								 * a renewal finding none is that release */
 	int			pid;
 	int			procno;			/* the holder's PGPROC */
 	uint64		session;		/* the holder's session number */
@@ -114,6 +116,7 @@ extern void rl_registry_free(int index, uint32 generation);
 extern void rl_registry_orphan(int index, uint32 generation);
 extern void rl_registry_wake_worker(void);
 extern bool rl_registry_is_lost(int index);
+extern void rl_registry_releasing(int index, uint32 generation, bool releasing);
 extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
 extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 								TimestampTz when, int masters);
