@@ -650,6 +650,7 @@ discover_master(RLConn *c, TimestampTz until)
 {
 	char		problem[256] = "no sentinel answered";
 	const char *hint = NULL;
+	bool		refused = false;	/* the last problem: our password */
 
 	for (int i = 0; i < rl_nsentinels; i++)
 	{
@@ -671,6 +672,7 @@ discover_master(RLConn *c, TimestampTz until)
 		rl_set_arg(&cmds[n], "get-master-addr-by-name", 23);
 		rl_set_arg(&cmds[n], rl_sentinel_master, strlen(rl_sentinel_master));
 		n++;
+		refused = false;
 		if (!ask_sentinel(&rl_sentinel_nodes[k], n, cmds, replies, one,
 						  problem, sizeof(problem), &hint))
 			continue;
@@ -679,6 +681,8 @@ discover_master(RLConn *c, TimestampTz until)
 		{
 			snprintf(problem, sizeof(problem), "sentinel %s refused the password: %s",
 					 rl_sentinel_nodes[k].desc, replies[0]->str);
+			hint = "Check redislock.sentinel_password.";
+			refused = true;
 			continue;
 		}
 		r = replies[n - 1];
@@ -703,7 +707,8 @@ discover_master(RLConn *c, TimestampTz until)
 		snprintf(problem, sizeof(problem), "sentinel %s:%d does not know master \"%s\"",
 				 rl_sentinel_nodes[k].host, rl_sentinel_nodes[k].port, rl_sentinel_master);
 	}
-	rl_fail(c, RLF_CONNECT,
+	/* a refused password stays refused: no use trying again */
+	rl_fail(c, refused ? RLF_SETUP : RLF_CONNECT,
 			"No sentinel of redislock.sentinels could name master \"%s\": %s",
 			rl_sentinel_master, problem);
 	c->errhint = hint;
@@ -764,6 +769,21 @@ failover_reply(RLConn *c, int n, RLReply **replies)
 	return false;
 }
 
+/* Starts the retries of one request on c, to end by until. */
+void
+rl_retry_init(RLRetry *r, RLConn *c, TimestampTz until)
+{
+	r->until = until;
+	r->reused = rl_healthy(c);
+	r->failure = RLF_NONE;
+}
+
+static bool
+failover_may_cure(RLFailure f)
+{
+	return f == RLF_IO || f == RLF_CONNECT || f == RLF_FAILOVER;
+}
+
 /*
  * Whether a request that failed on c should be sent again. Every request
  * redislock makes is safe to repeat. Redis may have closed an idle
@@ -772,25 +792,37 @@ failover_reply(RLConn *c, int n, RLReply **replies)
  * lost or refused connection, or a server that is not the master, is tried
  * again every 100 ms until the command timeout. Never after a timeout, which
  * would only stretch the wait, nor when the server refused our credentials
- * or does not speak Redis.
+ * or does not speak Redis. A try that the deadline cut short says nothing
+ * about the servers: the failure reported is then the one before it.
  */
 bool
-rl_worth_retrying(RLConn *c, bool *reused, TimestampTz until)
+rl_worth_retrying(RLConn *c, RLRetry *r)
 {
-	if (c->failure == RLF_IO && *reused)
+	if (r->failure != RLF_NONE && GetCurrentTimestamp() >= r->until)
 	{
-		*reused = false;
+		c->failure = r->failure;
+		memcpy(c->errserver, r->errserver, sizeof(c->errserver));
+		memcpy(c->errdetail, r->errdetail, sizeof(c->errdetail));
+		c->errhint = r->errhint;
+		return false;
+	}
+	if (c->failure == RLF_IO && r->reused)
+	{
+		r->reused = false;
 		return true;
 	}
-	if (rl_nsentinels == 0 ||
-		(c->failure != RLF_IO && c->failure != RLF_CONNECT && c->failure != RLF_FAILOVER) ||
-		GetCurrentTimestamp() + 100 * 1000 >= until)
+	if (rl_nsentinels == 0 || !failover_may_cure(c->failure) ||
+		GetCurrentTimestamp() + RETRY_PAUSE_MS * 1000 >= r->until)
 		return false;
+	r->failure = c->failure;
+	memcpy(r->errserver, c->errserver, sizeof(r->errserver));
+	memcpy(r->errdetail, c->errdetail, sizeof(r->errdetail));
+	r->errhint = c->errhint;
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
-					 100, PG_WAIT_EXTENSION);
+					 RETRY_PAUSE_MS, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
-	return true;
+	return GetCurrentTimestamp() < r->until;
 }
 
 /*
@@ -802,22 +834,22 @@ rl_worth_retrying(RLConn *c, bool *reused, TimestampTz until)
 bool
 rl_exec(RLConn *c, int ncmds, const RLCommand *cmds, RLReply **replies)
 {
-	bool		reused = rl_healthy(c);
-	TimestampTz until = rl_after_ms(rl_command_timeout);
+	RLRetry		retry;
 
+	rl_retry_init(&retry, c, rl_after_ms(rl_command_timeout));
 	c->maybe_delivered = false;
 	for (;;)
 	{
 		c->failure = RLF_NONE;
-		if (rl_ensure_open(c, until))
+		if (rl_ensure_open(c, retry.until))
 		{
 			c->maybe_delivered = true;
-			if (round_trip(c, ncmds, cmds, replies, until) &&
+			if (round_trip(c, ncmds, cmds, replies, retry.until) &&
 				!failover_reply(c, ncmds, replies))
 				return true;
 		}
 		rl_disconnect(c);
-		if (!rl_worth_retrying(c, &reused, until))
+		if (!rl_worth_retrying(c, &retry))
 			return false;
 	}
 }

@@ -39,6 +39,24 @@ typedef struct RLSetup
 
 #define RL_SETUP_MAX (5 + RL_NSCRIPTS)
 
+/* Behind sentinels, a failed request is tried again after this pause. */
+#define RETRY_PAUSE_MS 100
+
+/*
+ * The retries of one request (rl_worth_retrying): its deadline, and the
+ * failure of the last whole try, reported if the deadline cuts the next
+ * one short.
+ */
+typedef struct RLRetry
+{
+	TimestampTz until;
+	bool		reused;			/* the first try ran on an open connection */
+	RLFailure	failure;
+	char		errserver[300];
+	char		errdetail[1024];
+	const char *errhint;
+} RLRetry;
+
 /* config.c: the settings as rl_load_server() last read them */
 extern RLServer rl_server;
 extern RLNode rl_sentinel_nodes[RL_MAX_NODES];
@@ -68,6 +86,7 @@ extern bool rl_flush(RLConn *c, TimestampTz until);
 extern bool rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error,
 						  redisReply **out);
 extern RLReply *rl_copy_reply(const redisReply *r);
-extern bool rl_worth_retrying(RLConn *c, bool *reused, TimestampTz until);
+extern void rl_retry_init(RLRetry *r, RLConn *c, TimestampTz until);
+extern bool rl_worth_retrying(RLConn *c, RLRetry *r);
 
 #endif							/* REDISLOCK_CONN_INT_H */

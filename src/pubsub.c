@@ -43,12 +43,12 @@ pubsub_reply_is(RLConn *c, const redisReply *r, const char *kind)
 bool
 rl_subscribe(RLConn *c, int nchannels, const char *const *channels)
 {
-	bool		reused = rl_healthy(c);
-	TimestampTz until = rl_after_ms(rl_command_timeout);
+	RLRetry		retry;
 
-	while (!subscribe_once(c, nchannels, channels, until))
+	rl_retry_init(&retry, c, rl_after_ms(rl_command_timeout));
+	while (!subscribe_once(c, nchannels, channels, retry.until))
 	{
-		if (!rl_worth_retrying(c, &reused, until))
+		if (!rl_worth_retrying(c, &retry))
 			return false;
 	}
 	return true;

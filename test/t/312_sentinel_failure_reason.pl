@@ -68,6 +68,18 @@ $s->query("SET redislock.sentinel_password = 'wrong-sent'");
 @bad = sweep(qr/could name master "m": sentinel 127\.0\.0\.1:\d+ refused the password/);
 is(scalar(@bad), 0, 'a wrong sentinel password: 80 of 80 calls say the sentinel refused it')
   or diag(join("\n", scalar(@bad) . ' did not, e.g.:', @bad[0 .. ($#bad < 2 ? $#bad : 2)]));
+
+# A refused password stays refused: one call asks each sentinel once, not
+# again every 100 ms until the command timeout.
+sub connections { my $n = 0; $n += ($_->cli('INFO', 'stats') =~ /total_connections_received:(\d+)/)[0] for @sentinels; $n }
+$s->query("SET redislock.command_timeout = '3s'");
+my $before = connections();
+my (undef, $err, $st) = $s->try("SELECT redis_lock_acquire('sf:once', '0', '1 min')");
+my $asked = connections() - $before;
+is($st, '08001', 'a refused sentinel password is 08001');
+like($err, qr/HINT:\s+Check redislock\.sentinel_password/, '... with a hint naming sentinel_password');
+cmp_ok($asked, '<=', 2 * @sentinels, "... and is not tried again (the sentinels got $asked connections)");
+$s->query('RESET redislock.command_timeout');
 $s->query('RESET redislock.sentinel_password');
 
 is($s->query("SELECT redis_lock_acquire('sf:ok', '0', '1 min')"), 't', 'set right again, the sentinels work');
