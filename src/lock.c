@@ -137,8 +137,8 @@ local_get(const char *name, int64 lease_ms)
 	if (hash_get_num_entries(rl_local_locks) >= rl_max_locks_per_session)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many redis locks in this session"),
-				 errdetail("This session already holds or waits for %ld distinct redis locks; redislock.max_locks_per_session is %d.",
+				 errmsg("too many Redis locks in this session"),
+				 errdetail("This session already holds or waits for %ld distinct Redis locks; redislock.max_locks_per_session is %d.",
 						   hash_get_num_entries(rl_local_locks), rl_max_locks_per_session),
 				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
 	slot = rl_registry_reserve(name, rl_owner_id(), lease_ms, &generation);
@@ -719,7 +719,7 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	if (!acquired && by_lock_timeout)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not obtain redis lock \"%s\"", ll->name),
+				 errmsg("could not obtain Redis lock \"%s\"", ll->name),
 				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
 	return acquired;
 }
@@ -736,7 +736,7 @@ record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	{
 		if (a->fresh && total_holds(ll) > 0)
 			ereport(WARNING,
-					(errmsg("redis lock \"%s\" had been lost and was acquired again", ll->name),
+					(errmsg("Redis lock \"%s\" had been lost and was acquired again", ll->name),
 					 errdetail("Its lease ran out or it was force-released while this session held it; the new fencing token is " INT64_FORMAT ".",
 							   a->token)));
 		ll->token = a->token;
@@ -781,7 +781,7 @@ confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 		rl_set_flags(ll, false, ll->queued);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("redis lock \"%s\" was not confirmed by %d replicas",
+			 errmsg("Redis lock \"%s\" was not confirmed by %d replicas",
 					ll->name, rl_sync_replicas),
 			 r->type == REDIS_REPLY_INTEGER ?
 			 errdetail("Only %lld replicas acknowledged it within %d ms; %s.",
@@ -791,7 +791,7 @@ confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 			 errdetail("WAIT failed: %s; %s.", r->str,
 					   given_back ? "the lock was given back" :
 					   "it is given back on this session's next call or by the redislock worker"),
-			 errhint("Check the replicas of the redis server, or lower redislock.sync_replicas.")));
+			 errhint("Check the replicas of the Redis server, or lower redislock.sync_replicas.")));
 }
 
 /* Takes or waits for the lock of entry ll; returns whether it was taken. */
@@ -825,13 +825,13 @@ rl_lock_acquire(const RLAcquireRequest *req)
 	if (req->lease_ms == 0 && !rl_registry_attached())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("a redis lock without a lease needs the redislock watchdog"),
+				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
 				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries."),
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.")));
 	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("fair redis locks are not supported with redlock"),
+				 errmsg("fair Redis locks are not supported with Redlock"),
 				 errdetail("A FIFO queue cannot be kept consistent across independent masters."),
 				 errhint("Pass fair => false, or use a single server, sentinels or a cluster.")));
 	rl_settle(false);
@@ -870,10 +870,10 @@ rl_lock_release(const char *name)
 		if (ll != NULL && ll->xact_holds > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("redis lock \"%s\" is held at transaction scope", name),
+					 errmsg("Redis lock \"%s\" is held at transaction scope", name),
 					 errhint("Transaction-scope locks are released at COMMIT or ROLLBACK.")));
 		ereport(WARNING,
-				(errmsg("you don't own redis lock \"%s\"", name)));
+				(errmsg("you don't own Redis lock \"%s\"", name)));
 		return false;
 	}
 	rl_settle(false);
@@ -896,7 +896,7 @@ rl_lock_release(const char *name)
 		ll->session_holds = 0;
 		forget_if_unused(ll);
 		ereport(WARNING,
-				(errmsg("redis lock \"%s\" was no longer held", name),
+				(errmsg("Redis lock \"%s\" was no longer held", name),
 				 errdetail("Its lease ran out or it was force-released.")));
 		return false;
 	}
@@ -945,7 +945,7 @@ rl_lock_release_all(void)
 		}
 		else
 			ereport(WARNING,
-					(errmsg("redis lock \"%s\" was no longer held", locks[i]->name),
+					(errmsg("Redis lock \"%s\" was no longer held", locks[i]->name),
 					 errdetail("Its lease ran out or it was force-released.")));
 		locks[i]->session_holds = 0;
 		rl_publish(locks[i], false, false);

@@ -97,9 +97,18 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 		}
 		if (r->type == REDIS_REPLY_ERROR)
 		{
-			/* a cluster node that does not serve the channel's slot */
-			rl_fail(c, strncmp(r->str, "MOVED", 5) == 0 ? RLF_CLUSTER : RLF_PROTOCOL,
-					"The server refused to subscribe: %s", r->str);
+			/*
+			 * MOVED: a cluster node that does not serve the channel's slot, a
+			 * failure of the cluster, which the message names; the node goes
+			 * to the detail.
+			 */
+			if (strncmp(r->str, "MOVED", 5) == 0)
+				rl_fail_on(c, RLF_CLUSTER, rl_server_desc(),
+						   "Redis server \"%s\" refused to subscribe: %s",
+						   rl_conn_desc(c), r->str);
+			else
+				rl_fail(c, RLF_PROTOCOL, "The server refused to subscribe: %s",
+						r->str);
 			freeReplyObject(r);
 			rl_disconnect(c);
 			return false;

@@ -266,7 +266,7 @@ define_settings(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("redislock.verify_on_commit",
-							 "Fail COMMIT of a writing transaction when a held redis lock was lost.",
+							 "Fail COMMIT of a writing transaction when a held Redis lock was lost.",
 							 NULL,
 							 &rl_verify_on_commit,
 							 true,
@@ -290,7 +290,7 @@ define_settings(void)
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("redislock.max_locks_per_session",
-							"Most distinct redis locks one session may hold or wait for at once.",
+							"Most distinct Redis locks one session may hold or wait for at once.",
 							"Keeps one session from taking the whole shared table.",
 							&rl_max_locks_per_session,
 							1000, 1, 1000000,
@@ -349,7 +349,7 @@ define_settings(void)
 	/* The shared table exists only when preloaded; so does its size. */
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("redislock.max_locks",
-								"Size of the shared table of held redis locks.",
+								"Size of the shared table of held Redis locks.",
 								"Each session holding a lock takes one entry per lock name.",
 								&rl_max_locks,
 								4096, 16, 1000000,

@@ -196,7 +196,7 @@ rl_registry_reserve(const char *name, const char *owner, int64 lease_ms,
 		LWLockRelease(shared->lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many redis locks held on this server"),
+				 errmsg("too many Redis locks held on this server"),
 				 errdetail("All %d entries of the shared lock table are in use.",
 						   shared->nslots),
 				 errhint("Raise redislock.max_locks (needs a restart).")));

@@ -143,7 +143,7 @@ rl_reply_error(const RLReply *reply, RLOp op, const char *name)
 	if (rl_is_not_lock(reply))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("redis key \"%s\" is not a lock", name),
+				 errmsg("Redis key \"%s\" is not a lock", name),
 				 errdetail("The key, its fair queue or its fencing counter holds data of another shape; redislock does not show it."),
 				 errhint("Some other application uses that name.")));
 	ereport(ERROR,

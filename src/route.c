@@ -346,7 +346,7 @@ refresh_map(void)
 		}
 		if (replies[0]->type == REDIS_REPLY_ERROR)
 			return fail_cluster(RLF_CLUSTER,
-								"Redis server %s cannot serve as a cluster node: %s",
+								"Redis server \"%s\" cannot serve as a cluster node: %s",
 								c->node.desc, replies[0]->str);
 		if (!slots_reply_ok(replies[0]))
 			return rl_fail_on(&rl_cmd_conn, RLF_PROTOCOL, c->node.desc,

@@ -231,7 +231,7 @@ renew_batch(RLSlotCopy **items, int n)
 			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
 			rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 			ereport(WARNING,
-					(errmsg("could not renew redis lock \"%s\"", s->name),
+					(errmsg("could not renew Redis lock \"%s\"", s->name),
 					 errdetail_internal("Redis server \"%s\" answered: %s",
 										rl_server_desc(), replies[i]->str)));
 		}
@@ -249,7 +249,7 @@ renew_batch(RLSlotCopy **items, int n)
 		{
 			rl_stat_add(RL_STAT_LOST, 1);
 			ereport(WARNING,
-					(errmsg("redis lock \"%s\" held by the session with PID %d was lost",
+					(errmsg("Redis lock \"%s\" held by the session with PID %d was lost",
 							s->name, s->pid),
 					 errdetail("Redis no longer has the hold: the lease ran out, the lock was force-released, or Redis lost its data.")));
 		}
@@ -294,8 +294,8 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 		if (ok && !done[i])
 			ereport(WARNING,
 					(settle ?
-					 errmsg("could not release redis lock \"%s\" of an idle session", s->name) :
-					 errmsg("could not release redis lock \"%s\" of an ended session", s->name),
+					 errmsg("could not release Redis lock \"%s\" of an idle session", s->name) :
+					 errmsg("could not release Redis lock \"%s\" of an ended session", s->name),
 					 errdetail_internal("Redis server \"%s\" answered: %s",
 										rl_server_desc(), replies[i]->str)));
 		else if (done[i] && !settle && replies[i]->type == REDIS_REPLY_INTEGER &&
@@ -303,7 +303,7 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 		{
 			rl_stat_add(RL_STAT_WORKER_RELEASED, 1);
 			ereport(LOG,
-					(errmsg("released redis lock \"%s\" of the ended session with PID %d",
+					(errmsg("released Redis lock \"%s\" of the ended session with PID %d",
 							s->name, s->pid)));
 		}
 		if (!settle && ok)
@@ -426,7 +426,7 @@ redislock_worker_main(Datum arg)
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	pgstat_report_activity(STATE_RUNNING, "renewing redis locks");
+	pgstat_report_activity(STATE_RUNNING, "renewing Redis locks");
 
 	rl_registry_set_worker(MyLatch);
 	before_shmem_exit(detach_worker, (Datum) 0);

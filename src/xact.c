@@ -205,7 +205,7 @@ lost_before_commit(LocalLock *ll)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-			 errmsg("redis lock \"%s\" was lost before COMMIT", ll->name),
+			 errmsg("Redis lock \"%s\" was lost before COMMIT", ll->name),
 			 errdetail("Redis no longer has this session's hold (lease ran out, force-released, or Redis lost its data), so the transaction's work was not done under the lock."),
 			 errhint("Retry the transaction, or set redislock.verify_on_commit = off to commit such work anyway.")));
 }
@@ -298,7 +298,7 @@ xact_callback(XactEvent event, void *arg)
 			if (nxact_holds > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that holds redis transaction-scope locks")));
+						 errmsg("cannot PREPARE a transaction that holds Redis transaction-scope locks")));
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:

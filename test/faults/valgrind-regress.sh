@@ -141,7 +141,7 @@ nodes|NODES
 acquire|t
 mine|t|1
 release|t
-ERROR:  redis key "vg:app" is not a lock'
+ERROR:  Redis key "vg:app" is not a lock'
 mrc=0
 # check_status_paths MODE SETTING NODES PORT...: the status paths of one
 # mode under valgrind, their output compared with multi_expect

@@ -68,7 +68,7 @@ is($rc->cmd('DEL', 'lost:del'), 1, 'DEL lost:del behind its back');
 until_ok("redis_locks: lost:del is 'lost'", sub { state_of($obs, 'lost:del') eq 'lost' });
 until_ok('lost_locks counts it', sub { lock_stats($obs)->{lost_locks} == $s0->{lost_locks} + 1 });
 until_ok('server log: WARNING naming the lock and the PID', sub {
-	slurp($node->logfile) =~ /WARNING:  redis lock "lost:del" held by the session with PID $a_pid was lost/;
+	slurp($node->logfile) =~ /WARNING:  Redis lock "lost:del" held by the session with PID $a_pid was lost/;
 });
 ok(!defined $a->query("SELECT redis_lock_fencing_token('lost:del')"), 'fencing token is NULL once lost');
 is(state_of($obs, 'g:ok'), 'held', 'the other watchdog lock is still held');
@@ -78,7 +78,7 @@ is($rc->cmd('HEXISTS', 'g:ok', $a_id), 1, '... and in Redis');
 {
 	my ($v, $err, $st) = xact($a, 'INSERT INTO t VALUES (3)');
 	is($st, '55P03', 'COMMIT of a writing transaction fails with 55P03') or diag($err);
-	like($err // '', qr/redis lock "lost:del" was lost before COMMIT/, 'message names the lock');
+	like($err // '', qr/Redis lock "lost:del" was lost before COMMIT/, 'message names the lock');
 	is(rows_with(3), 0, 'its write was rolled back');
 	is($a->query('SELECT 1'), 1, 'session usable afterwards');
 
@@ -149,7 +149,7 @@ is($rc->cmd('HEXISTS', 'g:ok', $a_id), 1, '... and in Redis');
 	is($rc->cmd('DEL', 'g:fixed'), 1, 'DEL g:fixed behind its back');
 	my ($v, $err, $st) = xact($a, 'INSERT INTO t VALUES (8)');
 	is($st, '55P03', 'COMMIT fails with 55P03 (found by the HEXISTS check)') or diag($err);
-	like($err // '', qr/redis lock "g:fixed" was lost before COMMIT/, 'naming g:fixed');
+	like($err // '', qr/Redis lock "g:fixed" was lost before COMMIT/, 'naming g:fixed');
 	unlike($err // '', qr/g:ok/, 'not naming the lock that is still held');
 	is(rows_with(8), 0, 'not committed');
 	is(lock_stats($obs)->{lost_locks}, $s1->{lost_locks} + 1, 'lost_locks +1');

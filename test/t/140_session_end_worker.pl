@@ -82,9 +82,9 @@ sub holder
 	until_ok('worker_released = +2', sub { lock_stats($obs)->{worker_released} == $s0->{worker_released} + 2 });
 	until_ok('no rows left for the ended session', sub { states($pid) eq '' });
 	my $log = slurp($node->logfile);
-	like($log, qr/LOG:  released redis lock "o:fixed" of the ended session with PID $pid/,
+	like($log, qr/LOG:  released Redis lock "o:fixed" of the ended session with PID $pid/,
 		'server log: worker released o:fixed');
-	like($log, qr/LOG:  released redis lock "o:wd" of the ended session with PID $pid/,
+	like($log, qr/LOG:  released Redis lock "o:wd" of the ended session with PID $pid/,
 		'server log: worker released o:wd');
 	like($log, qr/redislock watchdog cannot reach Redis/, 'server log: the worker noticed the outage');
 

@@ -47,14 +47,14 @@ sub states
 	is(lock_stats($obs)->{lost_locks}, $s0->{lost_locks} + 3, 'lost_locks +3');
 	my $log = slurp($node->logfile);
 	my ($apid, $bpid) = ($a->pid, $b->pid);
-	like($log, qr/redis lock "m:a1" held by the session with PID $apid was lost/, 'WARNING for m:a1');
-	like($log, qr/redis lock "m:b1" held by the session with PID $bpid was lost/, 'WARNING for m:b1');
+	like($log, qr/Redis lock "m:a1" held by the session with PID $apid was lost/, 'WARNING for m:a1');
+	like($log, qr/Redis lock "m:b1" held by the session with PID $bpid was lost/, 'WARNING for m:b1');
 	is(RedisLockTest::watchdog_pids($obs), $wpid, 'the same watchdog still runs');
 	ok(!defined $a->query("SELECT redis_lock_fencing_token('m:a1')"), 'fencing token NULL');
 
 	my ($v, $err, $st) = $a->try('INSERT INTO t VALUES (1)');
 	is($st, '55P03', 'commit guard refuses a write') or diag($err);
-	like($err // '', qr/redis lock "m:a\d" was lost before COMMIT/, 'naming a lost lock');
+	like($err // '', qr/Redis lock "m:a\d" was lost before COMMIT/, 'naming a lost lock');
 	is($obs->query('SELECT count(*) FROM t'), 0, 'nothing committed');
 
 	# Someone else can take them now; A's release says it no longer held them.

@@ -55,7 +55,7 @@ my $obs  = RedisLockTest::observer($node);
 	$s->query("SET redislock.command_timeout = '500ms'");
 	($v, $err, $st) = $s->try("SELECT redis_lock_acquire('sr:2', '0', '10 min')");
 	is($st, '55000', 'sync_replicas = 2 with one replica: 55000') or diag($err);
-	like($err // '', qr/redis lock "sr:2" was not confirmed by 2 replicas/, 'message names lock and count');
+	like($err // '', qr/Redis lock "sr:2" was not confirmed by 2 replicas/, 'message names lock and count');
 	is(redis_cmd($master, 'EXISTS', 'sr:2'), 0, 'sr:2 is NOT left held in Redis');
 	is($obs->query("SELECT count(*) FROM redis_locks WHERE name = 'sr:2'"), 0, 'nor in redis_locks');
 	ok(!defined $s->query("SELECT redis_lock_fencing_token('sr:2')"), 'no fencing token');
@@ -121,7 +121,7 @@ my $mobs  = RedisLockTest::observer($mnode);
 	{
 		my ($v, $err, $st) = $s->try("SELECT redis_lock_acquire('ml:17', '0', '10 min')");
 		is($st, '53400', "17th lock fails with 53400 (try $try)") or diag($err);
-		like($err // '', qr/too many redis locks|max_locks/, 'message/hint about the table') if $try == 1;
+		like($err // '', qr/too many Redis locks|max_locks/, 'message/hint about the table') if $try == 1;
 	}
 	is(redis_cmd($redis, 'EXISTS', 'ml:17'), 0, 'the 17th is not taken in Redis');
 	my ($v, $err, $st) = $s->try("SELECT redis_lock_acquire('ml:17w')");

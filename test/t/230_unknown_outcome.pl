@@ -95,7 +95,7 @@ until_ok('the worker releases x:term', sub { $redis->cli('EXISTS', 'x:term') eq 
 $term->close;
 $proxy->cmd('go up');
 
-like(RedisLockTest::slurp($node->logfile), qr/released redis lock "x:exit" of the ended session/,
+like(RedisLockTest::slurp($node->logfile), qr/released Redis lock "x:exit" of the ended session/,
 	'the server log names the worker\'s release');
 RedisLockTest::no_crash_ok($node, 'unknown outcome');
 $proxy->stop;

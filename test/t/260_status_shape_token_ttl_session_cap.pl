@@ -39,7 +39,7 @@ for my $key (qw(app:users app:counts app:str app:list app:tok app:rwbad app:writ
 	{
 		my ($v, $err, $st) = $pl->try("SELECT * FROM $f('$key')");
 		is($st, '42809', "$f('$key'): 42809") or diag($v // $err);
-		like($err // '', qr/redis key "\Q$key\E" is not a lock/, '... saying it is not a lock');
+		like($err // '', qr/Redis key "\Q$key\E" is not a lock/, '... saying it is not a lock');
 		unlike($err // '', qr/secret/, '... without any of its content');
 	}
 }
@@ -102,7 +102,7 @@ for my $lease ("'10 min'", 'NULL')
 {
 	($v, $err, $st) = $su->try("SELECT redis_lock_acquire('cap:4', '0', $lease)");
 	is($st, '53400', "a 4th lock (lease $lease): 53400");
-	like($err // '', qr/too many redis locks in this session/, '... too many redis locks');
+	like($err // '', qr/too many Redis locks in this session/, '... too many redis locks');
 	like($err // '', qr/max_locks_per_session/, '... naming the setting');
 	is($redis->cli('EXISTS', 'cap:4', 'redisson_lock_token:{cap:4}'), 0, '... and nothing of it in Redis');
 }
