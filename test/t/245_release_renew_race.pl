@@ -62,7 +62,7 @@ until_ok('the worker has renewed rr:b since, so it has seen the renewal of rr:a 
 isnt($obs->query("SELECT state FROM redis_locks WHERE name = 'rr:a'") // 'gone', 'lost',
 	'redis_locks does not show rr:a lost while its release is answered');
 is(lock_stats($obs)->{lost_locks}, $lost0, 'lost_locks unchanged');
-unlike(slurp($node->logfile), qr/redis lock "rr:a" held by the session with PID \d+ was lost/,
+unlike(slurp($node->logfile), qr/Redis lock "rr:a" held by the session with PID \d+ was lost/,
 	'no "was lost" WARNING for rr:a');
 
 $sp->cmd('go all');
