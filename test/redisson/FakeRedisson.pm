@@ -16,6 +16,12 @@
 #   $sub->subscribe(FakeRedisson::channel('order:42'));
 #   my $msg = $sub->next_message(10);          # [channel, payload] or undef
 #
+# RReadWriteLock (see the READ-WRITE LOCKS POD below):
+#   $java->try_read_lock('doc:1', 1);          # undef = acquired, else ttl
+#   my $w = $java->write_waiter('doc:1', 2);   # waits as Java does, stepped
+#   $java->unlock_read('doc:1', 1);            # undef / 0 / 1; last reader publishes 0
+#   $w->wait(10);                              # 1 = acquired
+#
 # Against a Redis Cluster, as Redisson's cluster mode with Redis 7 runs:
 #   my $java = FakeRedisson->new(port => $any_node_port, cluster => 1);
 #   my $sub  = $java->subscriber(FakeRedisson::channel('order:42'));  # SSUBSCRIBE
@@ -350,6 +356,14 @@ sub prefix_name
 	return "$prefix:$name" if index($name, '{') >= 0;
 	return "$prefix:{$name}";
 }
+# RedissonObject.suffixName: "name:suffix" when the name contains "{",
+# else "{name}:suffix".
+sub suffix_name
+{
+	my ($name, $suffix) = @_;
+	return "$name:$suffix" if index($name, '{') >= 0;
+	return "{$name}:$suffix";
+}
 sub channel     { prefix_name('redisson_lock__channel', $_[0]) }
 sub queue_key   { prefix_name('redisson_lock_queue',    $_[0]) }
 sub timeout_key { prefix_name('redisson_lock_timeout',  $_[0]) }
@@ -357,6 +371,26 @@ sub token_key   { prefix_name('redisson_lock_token',    $_[0]) }
 sub latch_key   { prefix_name('redisson_unlock_latch', $_[0]) . ':' . $_[1] }
 # the channel a fair waiter of $owner subscribes to
 sub fair_channel { channel($_[0]) . ':' . $_[1] }
+
+# RReadWriteLock names (RedissonReadLock / RedissonWriteLock; see the
+# READ-WRITE LOCKS POD below).
+sub rw_channel  { prefix_name('redisson_rwlock', $_[0]) }
+# getReadWriteTimeoutNamePrefix: "{name}:<owner>:rwlock_timeout"
+sub rw_timeout_prefix { suffix_name($_[0], $_[1]) . ':rwlock_timeout' }
+# the timeout key of the $n-th nested read hold of $owner
+sub rw_timeout_key { rw_timeout_prefix($_[0], $_[1]) . ':' . $_[2] }
+# getKeyPrefix: the timeout prefix cut before ":<owner>" ("{name}", or the
+# name itself if it contains "{")
+sub rw_key_prefix
+{
+	my ($name, $owner) = @_;
+	my $tp = rw_timeout_prefix($name, $owner);
+	return substr($tp, 0, index($tp, ":$owner"));
+}
+
+# LockPubSub's messages (decoded with LongCodec on the Java side)
+use constant UNLOCK_MESSAGE      => '0';   # wakes one waiter per JVM
+use constant READ_UNLOCK_MESSAGE => '1';   # wakes every waiter
 
 sub now_ms { int(Time::HiRes::time() * 1000) }
 
@@ -396,6 +430,18 @@ sub owner { my ($self, $thread) = @_; return "$self->{uuid}:$thread"; }
 
 # A new connection to the server this client was created for (e.g. for SUBSCRIBE).
 sub new_conn { my $self = shift; FakeRedisson::Conn->new(%{ $self->{copts} }); }
+
+# Another client of the same "JVM": the same uuid and options on a
+# connection of its own (e.g. for a forked child, which must not share the
+# parent's socket).
+sub clone
+{
+	my ($self) = @_;
+	return FakeRedisson->new(%{ $self->{copts} }, uuid => $self->{uuid},
+		lease => $self->{lease}, fair_wait => $self->{fair_wait},
+		cluster => $self->{cluster},
+		sharded => $self->{publish} eq 'SPUBLISH' ? 1 : 0);
+}
 
 # A new connection to cluster node host:port, with this client's password.
 sub _conn_at
@@ -562,5 +608,490 @@ sub fair_force_unlock
 		[ $name, queue_key($name), timeout_key($name), channel($name) ],
 		[ 0, now_ms(), $self->{publish} ]);
 }
+
+
+=pod
+
+=head1 READ-WRITE LOCKS (RReadWriteLock)
+
+A FakeRedisson client also plays a Java service holding
+C<redisson.getReadWriteLock(name).readLock()> / C<.writeLock()>: the methods
+below run the scripts of RedissonReadLock, RedissonWriteLock and
+renewal/ReadLockTask (C<rw_*.lua>, see README.md) with the keys and arguments
+Redisson computes.  A "thread" is Redisson's thread id; two clients with
+different uuids are two JVMs.
+
+Layout (all in the slot of C<{name}>):
+
+  name                                   HASH  mode = "read" | "write"
+                                               <uuid>:<tid>       = read count
+                                               <uuid>:<tid>:write = write count
+                                         PTTL: the lock's lease
+  {name}:<uuid>:<tid>:rwlock_timeout:<n> STRING "1", PX = the lease of that
+                                         thread's n-th nested read hold
+  redisson_rwlock:{name}                 channel of both locks
+
+(with C<name:...> instead of C<{name}:...> when the name contains C<{>.)
+
+Messages on the channel: C<0> (UNLOCK_MESSAGE, wakes one waiter per JVM) when
+the last reader leaves (the hash is deleted), on a read forceUnlock, and on a
+read unlock of a lock that is gone; C<1> (READ_UNLOCK_MESSAGE, wakes every
+waiter) when a writer leaves and no read hold remains, on a write forceUnlock,
+and on a write unlock of a lock that is gone.  Nothing is published when a
+reader leaves and others remain, when a writer leaves while its thread still
+holds reads (downgrade: mode becomes C<read>), or when leases run out.
+
+Return conventions follow the RLock methods above: an acquisition attempt
+gives undef when acquired, else the lock's pttl (ms; -1 if it has no
+expiry); an unlock gives undef (not held by this thread: Java throws
+IllegalMonitorStateException), 0 (still held) or 1 (released).
+
+=over
+
+=item FakeRedisson::rw_channel($name)
+
+C<redisson_rwlock:{name}>.
+
+=item FakeRedisson::rw_timeout_key($name, $owner, $n), rw_timeout_prefix($name, $owner), rw_key_prefix($name, $owner)
+
+C<{name}:$owner:rwlock_timeout:$n>, the prefix without C<:$n>, and the key
+prefix C<{name}> as the unlock and renewal scripts get them.  C<$owner> is
+C<< $java->owner($thread) >>.
+
+=item $java->write_owner($thread)
+
+The write lock's field: C<< "<uuid>:<thread>:write" >>.
+
+=cut
+
+sub write_owner { my ($self, $thread) = @_; return $self->owner($thread) . ':write'; }
+
+=pod
+
+=item $java->try_read_lock($name, $thread [, $lease_ms])
+
+One C<readLock().tryLock()> attempt (tryLockInnerAsync): undef = acquired
+(a new reader, a nested read, or a read under this thread's own write lock),
+else the pttl of the lock (another thread's write lock).  $lease_ms defaults
+to the client's lease (lockWatchdogTimeout): what Java passes when the
+watchdog is to renew the hold (see renew_read).
+
+=cut
+
+sub try_read_lock
+{
+	my ($self, $name, $thread, $lease) = @_;
+	my $owner = $self->owner($thread);
+	return $self->eval_script('rw_read_try',
+		[ $name, rw_timeout_prefix($name, $owner) ],
+		[ $lease // $self->{lease}, $owner, $self->write_owner($thread) ]);
+}
+
+=pod
+
+=item $java->unlock_read($name, $thread)
+
+C<readLock().unlock()>: undef = this thread holds no read (or the lock is
+gone: then C<0> is published anyway), 0 = still held (a nested read of ours,
+another reader whose rwlock_timeout keys live, or the write lock), 1 =
+released: the hash deleted and C<0> published, also when other readers'
+fields remain but all their rwlock_timeout keys have expired.  Uses a fresh
+unlock latch and deletes it afterwards, as Redisson does.
+
+=cut
+
+sub unlock_read
+{
+	my ($self, $name, $thread) = @_;
+	my $owner = $self->owner($thread);
+	my $req = 'req' . $$ . '-' . (++$req_seq);
+	my $latch = latch_key($name, $req);
+	my $r = $self->eval_script('rw_read_unlock',
+		[ $name, rw_channel($name), rw_timeout_prefix($name, $owner),
+		  rw_key_prefix($name, $owner), $latch ],
+		[ UNLOCK_MESSAGE, $owner, $self->{publish}, 10000 ]);
+	$self->cmd('DEL', $latch);
+	return $r;
+}
+
+=pod
+
+=item $java->try_write_lock($name, $thread [, $lease_ms])
+
+One C<writeLock().tryLock()> attempt: undef = acquired (a reentry adds
+$lease_ms to the remaining pttl), else the pttl (read mode, the caller's
+own read holds included: Redisson has no read-to-write upgrade; or another
+thread's write lock).
+
+=cut
+
+sub try_write_lock
+{
+	my ($self, $name, $thread, $lease) = @_;
+	return $self->eval_script('rw_write_try', [$name],
+		[ $lease // $self->{lease}, $self->write_owner($thread) ]);
+}
+
+=pod
+
+=item $java->unlock_write($name, $thread [, $lease_ms])
+
+C<writeLock().unlock()>: undef = not write-held by this thread (or the lock
+is gone: C<1> is published then), 0 = the write count stays above 0 (the
+hash is PEXPIREd to $lease_ms, Java's internalLockLeaseTime: the last
+explicit lease, else lockWatchdogTimeout), 1 = released: the hash deleted
+and C<1> published, or, when this thread still holds reads, mode set to
+C<read> and nothing published.
+
+=cut
+
+sub unlock_write
+{
+	my ($self, $name, $thread, $lease) = @_;
+	my $req = 'req' . $$ . '-' . (++$req_seq);
+	my $latch = latch_key($name, $req);
+	my $r = $self->eval_script('rw_write_unlock',
+		[ $name, rw_channel($name), $latch ],
+		[ READ_UNLOCK_MESSAGE, $lease // $self->{lease}, $self->write_owner($thread),
+		  $self->{publish}, 10000 ]);
+	$self->cmd('DEL', $latch);
+	return $r;
+}
+
+=pod
+
+=item $java->force_unlock_read($name), $java->force_unlock_write($name)
+
+C<readLock().forceUnlock()>: if the mode is C<read>, deletes the hash
+(the rwlock_timeout keys are left to expire), publishes C<0>, returns 1;
+else 0.  C<writeLock().forceUnlock()>: the same for mode C<write>,
+publishing C<1>.
+
+=cut
+
+sub force_unlock_read
+{
+	my ($self, $name) = @_;
+	return $self->eval_script('rw_read_force_unlock', [ $name, rw_channel($name) ],
+		[ UNLOCK_MESSAGE, $self->{publish} ]);
+}
+
+sub force_unlock_write
+{
+	my ($self, $name) = @_;
+	return $self->eval_script('rw_write_force_unlock', [ $name, rw_channel($name) ],
+		[ READ_UNLOCK_MESSAGE, $self->{publish} ]);
+}
+
+=pod
+
+=item $java->renew_read($name, @threads)
+
+One read-lock watchdog round for one lock (renewal/ReadLockTask, with the
+client's lease as lockWatchdogTimeout): for each of @threads (this JVM's
+threads holding the read lock) still in the hash, every one of its
+rwlock_timeout keys (count .. 1) is PEXPIREd to the lease, and, if any was
+there, the hash too.  Other JVMs' readers are not touched (Redisson 4.4+).
+Returns 1 = renewed, 0 = none of @threads holds it (Java stops renewing).
+Java's watchdog runs every lease/3 ms, for holds taken without a lease.
+
+=item $java->renew_reads([$name, @threads], ...)
+
+The same for several locks in one EVAL (a chunk of lockWatchdogBatchSize):
+an array ref of 1/0 in order.
+
+=cut
+
+sub renew_reads
+{
+	my ($self, @locks) = @_;
+	my (@keys, @args);
+	for my $l (@locks)
+	{
+		my ($name, @threads) = @$l;
+		croak "renew_reads: no thread for $name" unless @threads;
+		push @keys, $name, rw_key_prefix($name, $self->owner($threads[0]));
+		push @args, scalar(@threads), map { $self->owner($_) } @threads;
+	}
+	return $self->eval_script('rw_read_renew', \@keys, [ $self->{lease}, @args ]);
+}
+
+sub renew_read
+{
+	my ($self, $name, @threads) = @_;
+	return $self->renew_reads([ $name, @threads ])->[0];
+}
+
+=pod
+
+=item $java->renew_write($name, $thread)
+
+The write lock's watchdog round: the plain LockTask (lock_renew.lua) with
+the field C<< <uuid>:<thread>:write >>: PEXPIREs the hash to the client's
+lease if that field is there.  Returns 1 / 0.
+
+=cut
+
+sub renew_write
+{
+	my ($self, $name, $thread) = @_;
+	return $self->renew(undef, [ $name, $thread . ':write' ])->[0];
+}
+
+=pod
+
+=item $java->read_hold_count($name, $thread), $java->write_hold_count($name, $thread)
+
+C<getHoldCount()> of the read / write lock: the thread's field, 0 if absent.
+
+=item $java->is_read_locked($name), $java->is_write_locked($name)
+
+C<readLock().isLocked()> (mode C<read>, or C<write> with read holds besides
+the writer's field) and C<writeLock().isLocked()> (mode C<write>): 1 / 0.
+
+=cut
+
+sub read_hold_count
+{
+	my ($self, $name, $thread) = @_;
+	return $self->cmd('HGET', $name, $self->owner($thread)) // 0;
+}
+
+sub write_hold_count
+{
+	my ($self, $name, $thread) = @_;
+	return $self->cmd('HGET', $name, $self->write_owner($thread)) // 0;
+}
+
+sub is_read_locked { my ($self, $name) = @_; $self->eval_script('rw_read_is_locked', [$name], []); }
+
+sub is_write_locked
+{
+	my ($self, $name) = @_;
+	return (($self->cmd('HGET', $name, 'mode') // '') eq 'write') ? 1 : 0;
+}
+
+=pod
+
+=item $java->rw_state($name)
+
+A snapshot of the lock, taken in one EVAL (a helper, not a Redisson
+script): undef if the hash does not exist, else
+
+  { mode    => 'read' | 'write',
+    pttl    => the hash's PTTL (-1: no expiry),
+    readers => { '<uuid>:<tid>' => read count, ... },
+    writers => { '<uuid>:<tid>' => write count, ... },   # field minus ":write"
+    timeouts => { '<uuid>:<tid>' => [ PTTL of rwlock_timeout:1, :2, ... ], ... } }
+
+C<timeouts> has one entry per reader, one PTTL per nested hold up to its
+count; -2 marks an expired (missing) key, as the unlock script sees it.
+C<< $java->rw_state($name)->{readers} >> lists every JVM's readers.
+
+=cut
+
+my $RW_STATE_LUA = <<'LUA';
+local h = redis.call('hgetall', KEYS[1]);
+if #h == 0 then return nil; end;
+local out = { redis.call('pttl', KEYS[1]), h, {} };
+for i = 1, #h, 2 do
+    local n = tonumber(h[i + 1]);
+    if h[i] ~= 'mode' and n ~= nil and string.sub(h[i], -6) ~= ':write' then
+        local t = {};
+        for c = 1, n do
+            table.insert(t, redis.call('pttl', KEYS[2] .. ':' .. h[i] .. ':rwlock_timeout:' .. c));
+        end;
+        table.insert(out[3], h[i]);
+        table.insert(out[3], t);
+    end;
+end;
+return out;
+LUA
+
+sub rw_state
+{
+	my ($self, $name) = @_;
+	my $r = $self->cmd('EVAL', $RW_STATE_LUA, 2, $name,
+		rw_key_prefix($name, $self->owner(0))) // return undef;
+	my ($pttl, $h, $t) = @$r;
+	my %f = @$h;
+	my %st = (mode => delete $f{mode}, pttl => $pttl, readers => {}, writers => {},
+		timeouts => { @$t });
+	for my $k (keys %f)
+	{
+		if ($k =~ /^(.*):write$/) { $st{writers}{$1} = $f{$k}; }
+		else                      { $st{readers}{$k} = $f{$k}; }
+	}
+	return \%st;
+}
+
+=pod
+
+=item $java->read_waiter($name, $thread [, $lease_ms]), $java->write_waiter(...)
+
+A wait for the read / write lock as Java's C<lock()> / C<tryLock(wait, ...)>
+does it (RedissonLock.lock / tryLock), as a non-blocking object the test
+drives: one attempt; if refused, subscribe to C<redisson_rwlock:{name}>
+(SSUBSCRIBE with sharded pub/sub) on a connection of the waiter's own, and
+attempt again; then each C<step> waits for a message or for the TTL the last
+attempt returned, whichever comes first, and attempts again.  See
+FakeRedisson::Waiter below.  Each waiter has its own subscription, as a
+waiter alone in its JVM would: the per-JVM sharing of one latch (where C<0>
+wakes one local waiter, C<1> all) is not modelled.
+
+=item $java->read_lock($name, $thread [, $lease_ms [, $wait_s]]), $java->write_lock(...)
+
+The same wait, blocking, bounded by $wait_s seconds (default: the client's
+reply timeout, 30): C<tryLock(wait, lease)>.  Returns undef = acquired, else
+the last pttl seen (the wait ran out).  To block in a forked child, use
+C<< $java->clone >> there (a connection of its own, the same uuid).
+
+=cut
+
+sub read_waiter
+{
+	my ($self, $name, $thread, $lease) = @_;
+	return FakeRedisson::Waiter->new($self, rw_channel($name),
+		sub { $self->try_read_lock($name, $thread, $lease) });
+}
+
+sub write_waiter
+{
+	my ($self, $name, $thread, $lease) = @_;
+	return FakeRedisson::Waiter->new($self, rw_channel($name),
+		sub { $self->try_write_lock($name, $thread, $lease) });
+}
+
+sub read_lock
+{
+	my ($self, $name, $thread, $lease, $wait) = @_;
+	my $w = $self->read_waiter($name, $thread, $lease);
+	$w->wait($wait // $self->{conn}{timeout});
+	$w->cancel;
+	return $w->ttl;
+}
+
+sub write_lock
+{
+	my ($self, $name, $thread, $lease, $wait) = @_;
+	my $w = $self->write_waiter($name, $thread, $lease);
+	$w->wait($wait // $self->{conn}{timeout});
+	$w->cancel;
+	return $w->ttl;
+}
+
+=pod
+
+=back
+
+=head2 FakeRedisson::Waiter
+
+  my $w = $java->write_waiter('doc:1', 7);   # attempt, subscribe, attempt
+  ...                                        # another client unlocks
+  ok($w->wait(10), 'got it');                # bounded
+  is_deeply($w->events, [ [ message => '0' ] ], 'woken by the last reader');
+
+=over
+
+=item FakeRedisson::Waiter->new($client, $channel, $try)
+
+$try is a code ref making one attempt (undef = acquired, else a TTL in ms).
+Attempts once; if refused, subscribes to $channel with
+C<< $client->subscriber >> and attempts again.
+
+=item $w->acquired, $w->ttl, $w->attempts, $w->subscribed
+
+Whether the lock is held, the last attempt's result (undef once acquired),
+how many attempts were made, and whether the waiter is subscribed (it
+unsubscribes, by closing its connection, once acquired or cancelled).
+
+=item $w->step($max_s)
+
+Unless acquired: waits for one message on the channel for at most
+min(ttl, $max_s) seconds (just $max_s if the TTL is negative: the lock has
+no expiry), records what ended the wait, and attempts again.  Returns 1 if
+the lock is now held, else 0.
+
+=item $w->wait($timeout_s)
+
+Steps until acquired or $timeout_s seconds have passed.  Returns 1 / 0.
+
+=item $w->events
+
+Array ref of what ended each wait, in order: C<< [message => $payload] >> or
+C<< [timeout => $seconds_waited] >>.  Messages that came while nobody was
+waiting are kept (Java's latch keeps released permits too).
+
+=item $w->cancel
+
+Gives up the wait: unsubscribes (the lock, if it was acquired, stays held).
+
+=back
+
+=cut
+
+package FakeRedisson::Waiter;
+
+use Time::HiRes ();
+
+sub new
+{
+	my ($class, $client, $channel, $try) = @_;
+	my $self = bless { client => $client, channel => $channel, try => $try,
+		attempts => 0, events => [] }, $class;
+	return $self unless defined $self->_attempt;
+	$self->{sub} = $client->subscriber($channel);
+	$self->_attempt;
+	return $self;
+}
+
+sub _attempt
+{
+	my ($self) = @_;
+	$self->{attempts}++;
+	$self->{ttl} = $self->{try}->();
+	$self->cancel unless defined $self->{ttl};
+	return $self->{ttl};
+}
+
+sub acquired   { !defined $_[0]{ttl} }
+sub ttl        { $_[0]{ttl} }
+sub attempts   { $_[0]{attempts} }
+sub events     { $_[0]{events} }
+sub subscribed { $_[0]{sub} ? 1 : 0 }
+
+sub step
+{
+	my ($self, $max) = @_;
+	return 1 if $self->acquired;
+	my $ttl  = $self->{ttl};
+	my $wait = ($ttl >= 0 && $ttl / 1000 < $max) ? $ttl / 1000 : $max;
+	my $m = $self->{sub}->next_message($wait);
+	push @{ $self->{events} }, defined $m ? [ message => $m->[1] ] : [ timeout => $wait ];
+	$self->_attempt;
+	return $self->acquired ? 1 : 0;
+}
+
+sub wait
+{
+	my ($self, $timeout) = @_;
+	my $deadline = Time::HiRes::time() + $timeout;
+	until ($self->acquired)
+	{
+		my $left = $deadline - Time::HiRes::time();
+		return 0 if $left <= 0;
+		$self->step($left);
+	}
+	return 1;
+}
+
+sub cancel
+{
+	my ($self) = @_;
+	$self->{sub}->close if $self->{sub};
+	delete $self->{sub};
+}
+
+package FakeRedisson;
 
 1;
