@@ -10,14 +10,15 @@
 # test publishes a marker and reads the messages that came before it (Redis
 # delivers a connection's pub/sub messages in publish order).  Holders use
 # long leases unless a lease is what is being tested, so that only a publish
-# can explain a prompt wake-up.
+# can explain a prompt wake-up.  Watchdog rounds are checked on the keys'
+# expiry in Redis against a marker key (watchdog_round), lease expiries by
+# waiting for the key to be gone: no sleeps, no elapsed-time checks.
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
 use Test::More;
 use POSIX ();
-use Time::HiRes qw(time sleep);
 use RedisLockTest;
 use FakeRedisson;
 
@@ -60,6 +61,50 @@ sub published
 		return \@m if $m->[0] eq "marker:$name";
 		push @m, $m->[1];
 	}
+}
+
+# PTTLs of @keys, in the order given, read by one script: one clock for all
+# (Redis 7 freezes time in a script; before that each PTTL reads it anew, in
+# order, which keeps the comparisons in watchdog_round sound).
+sub pttls
+{
+	my ($rc, @keys) = @_;
+	return $rc->cmd('EVAL',
+		'local t = {} for i, k in ipairs(KEYS) do t[i] = redis.call(\'pttl\', k) end return t',
+		scalar(@keys), @keys);
+}
+
+# One watchdog round, $round->() (its result is returned), checked without a
+# clock in the test: the round must push the expiry of every key of @$renew
+# out to $lease ms from the round, and must not touch the keys of @$keep.
+#
+# First Redis's clock is seen past the moment each key got its expiry (its
+# PTTL below $lease), then a marker key is set to expire $lease ms from now,
+# and the round runs.  Without a PEXPIRE by the round a key expires before
+# the marker (less than $lease after a moment before the marker was set);
+# renewed by the round, no earlier than the marker.  So afterwards, in one
+# snapshot: each key of @$renew must have a PTTL >= the marker's (a value only
+# a renewal can give it), each key of @$keep a PTTL below it (-2: gone).
+sub watchdog_round
+{
+	my ($s, $desc, $lease, $round, $renew, $keep) = @_;
+	my $rc   = $s->{rc};
+	my $mark = 'watchdog:mark';
+	until_ok("$desc: Redis's clock is past the last expiry set on the keys",
+		sub { !grep { $_ >= $lease } @{ pttls($rc, @$renew, @$keep) } }, $T);
+	$rc->cmd('SET', $mark, 1, 'PX', $lease);
+	my $r = $round->();
+	my @p  = @{ pttls($rc, @$renew, $mark, @$keep) };
+	my @pr = splice(@p, 0, scalar(@$renew));
+	my $pm = shift @p;
+	my %pr; @pr{@$renew} = @pr;
+	my %pk; @pk{@$keep}  = @p;
+	ok(!grep({ $_ < $pm } @pr), "$desc: the keys it renews expire no earlier than the marker")
+	  or diag(explain({ marker => $pm, pttl => \%pr }));
+	ok(!grep({ $_ >= $pm } @p), "$desc: the keys it must not renew expire before it")
+	  or diag(explain({ marker => $pm, pttl => \%pk }));
+	$rc->cmd('DEL', $mark);
+	return $r;
 }
 
 sub numsub { my ($s, $ch) = @_; $s->{rc}->cmd('PUBSUB', 'NUMSUB', $ch)->[1] }
@@ -306,52 +351,52 @@ share_and_exclude($s, 'plain');
 	$o->close;
 }
 
-# --- the watchdog keeps a read hold past several leases -----------------------------
+# --- the watchdog's rounds renew a JVM's own read holds -----------------------------
+# Java runs a round every lease/3; here the test runs them, and each is
+# checked on the expiry times in Redis (watchdog_round), not on the clock.
 {
 	my $name = 'rw:renew';
-	my $L = 1500;    # lockWatchdogTimeout of these two JVMs, ms
-	my $wa = FakeRedisson->new(%{ $s->{c} }, lease => $L);
-	my $wb = FakeRedisson->new(%{ $s->{c} }, lease => $L);
-	my ($ao, $bo) = ($wa->owner(1), $wb->owner(1));
-	is($wa->try_read_lock($name, 1), undef, 'A reads (watchdog lease)');
-	is($wa->try_read_lock($name, 1), undef, '... twice');
-	is($wb->try_read_lock($name, 1), undef, 'B reads (watchdog lease), but its watchdog is stopped');
+	my ($ao, $bo, $bo2) = ($A->owner(1), $B->owner(1), $B->owner(2));
+	my @akeys = ($name, map { FakeRedisson::rw_timeout_key($name, $ao, $_) } 1, 2);
+	my $bkey  = FakeRedisson::rw_timeout_key($name, $bo, 1);
+	my $bkey2 = FakeRedisson::rw_timeout_key($name, $bo2, 1);
+	is($A->try_read_lock($name, 1), undef, 'A reads (watchdog lease)');
+	is($A->try_read_lock($name, 1), undef, '... twice');
+	is($B->try_read_lock($name, 1), undef, 'B reads (watchdog lease), but its watchdog is stopped');
+	is($B->try_read_lock($name, 2, 1000), undef, "B's thread 2 reads with a 1 s lease (never renewed)");
 
-	# Java's period is lease/3; run until 3 leases have passed and B's key is gone
-	my $t0 = time();
-	my ($rounds, $fails) = (0, 0);
-	while (time() - $t0 < 3 * $L / 1000
-		|| $rc->cmd('EXISTS', FakeRedisson::rw_timeout_key($name, $bo, 1)))
+	for my $i (1 .. 3)
 	{
-		last if time() - $t0 > $T;
-		$rounds++;
-		$fails++ unless $wa->renew_read($name, 1);
-		sleep($L / 3000);
+		is(watchdog_round($s, "round $i", $LONG, sub { $A->renew_read($name, 1) },
+				\@akeys, [ $bkey, $bkey2 ]),
+			1, "round $i: A's read watchdog round returns 1");
 	}
-	my $took = time() - $t0;
-	ok($took >= 3 * $L / 1000 && $fails == 0,
-		sprintf("A's watchdog renewed it %d times over %.1f s (3 leases: %.1f s)", $rounds, $took, 3 * $L / 1000));
-	my $st = $wa->rw_state($name);
+
+	until_ok("the 1 s lease of B's thread 2 runs out (its timeout key expires)",
+		sub { !$rc->cmd('EXISTS', $bkey2) }, $T);
+	my $st = $A->rw_state($name);
 	is($st->{readers}{$ao}, 2, 'A still holds its two reads');
 	ok($st->{timeouts}{$ao}[0] > 0 && $st->{timeouts}{$ao}[1] > 0, '... both timeout keys are alive');
-	ok($st->{pttl} > 0 && $st->{pttl} <= $L, '... the hash TTL is the lease');
-	is_deeply($st->{timeouts}{$bo}, [-2], "B's timeout key was not renewed by A's watchdog (own holders only)");
-	is($st->{readers}{$bo}, 1, "... B's stale field stays until a script purges it");
-	ok($wb->try_write_lock($name, 2) > 0, 'a writer is refused');
-	is_deeply($wa->renew_reads([ $name, 1 ], [ 'rw:renew:none', 1 ]), [ 1, 0 ],
+	ok($st->{pttl} > 0 && $st->{pttl} <= $LONG, '... the hash TTL is within the lease');
+	is_deeply($st->{timeouts}{$bo2}, [-2], "B's thread 2 has no timeout key left");
+	is($st->{readers}{$bo2}, 1, "... its stale field stays until a script purges it");
+	ok($B->try_write_lock($name, 3) > 0, 'a writer is refused');
+	is_deeply($A->renew_reads([ $name, 1 ], [ 'rw:renew:none', 1 ]), [ 1, 0 ],
 		'a batch round: 1 for the held lock, 0 for one not held');
-	is($wb->renew_read($name, 2), 0, 'a round for a thread not holding it: 0');
+	is($B->renew_read($name, 3), 0, 'a round for a thread not holding it: 0');
 
-	is($wa->try_write_lock('rw:renew:w', 1), undef, 'A writes another lock');
-	is($rc->cmd('PEXPIRE', 'rw:renew:w', 100_000), 1, '(its TTL set far above the lease)');
-	is($wa->renew_write('rw:renew:w', 1), 1, 'the write watchdog round: 1');
-	ok($rc->cmd('PTTL', 'rw:renew:w') <= $L, '... the TTL is the lease again');
-	is($wa->renew_write('rw:renew:w', 2), 0, '0 for a thread without the write lock');
-	is($wa->unlock_write('rw:renew:w', 1), 1, 'A leaves it');
+	is($A->try_write_lock('rw:renew:w', 1), undef, 'A writes another lock');
+	is($rc->cmd('PEXPIRE', 'rw:renew:w', 10 * $LONG), 1, '(its TTL set far above the lease)');
+	is($A->renew_write('rw:renew:w', 1), 1, 'the write watchdog round: 1');
+	ok($rc->cmd('PTTL', 'rw:renew:w') <= $LONG, '... the TTL is the lease again');
+	is($A->renew_write('rw:renew:w', 2), 0, '0 for a thread without the write lock');
+	is($A->unlock_write('rw:renew:w', 1), 1, 'A leaves it');
 
-	is($wa->unlock_read($name, 1), 0, 'A unlocks once: 0');
-	is($wa->unlock_read($name, 1), 1, "A unlocks again: 1 (B's field is stale)");
-	is($wa->renew_read($name, 1), 0, 'the next watchdog round: 0');
+	is($B->unlock_read($name, 1), 0, "B's thread 1 leaves: 0 (A still reads)");
+	is($A->unlock_read($name, 1), 0, 'A unlocks once: 0');
+	is($A->unlock_read($name, 1), 1, "A unlocks again: 1 (B's thread 2 field is stale)");
+	is($rc->cmd('EXISTS', $name), 0, '... the hash, stale field and all, is deleted');
+	is($A->renew_read($name, 1), 0, 'the next watchdog round: 0');
 }
 
 # --- a blocking wait in a forked child ----------------------------------------------
