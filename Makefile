@@ -7,6 +7,7 @@ OBJS = \
 	src/conn.o \
 	src/fanout.o \
 	src/lock.o \
+	src/multilock.o \
 	src/pipeline.o \
 	src/pubsub.o \
 	src/redislock.o \
@@ -15,6 +16,7 @@ OBJS = \
 	src/report.o \
 	src/resolve.o \
 	src/route.o \
+	src/rwlock.o \
 	src/scripts.o \
 	src/secrets.o \
 	src/sqlapi.o \
@@ -34,7 +36,7 @@ DATA = sql/redislock--1.0.sql $(wildcard sql/redislock--*--*.sql)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 PGFILEDESC = "redislock - Redis-backed distributed locks"
 
-REGRESS = setup api scope badinput views
+REGRESS = setup api scope badinput views rwlock
 
 PG_CPPFLAGS = -I$(srcdir)/src
 # -lanl: getaddrinfo_a, in libc itself since glibc 2.34; OpenSSL for TLS

@@ -5,7 +5,8 @@
 -- KEYS[2]  waiter queue redisson_lock_queue:{<name>}
 -- KEYS[3]  fencing counter redisson_lock_token:{<name>}
 -- Returns {{owner, count, ...}, pttl, queue length, fencing counter or
---         false}, or the error "NOTLOCK" when a key has another shape. A lock
+--         false, read-write mode or false}, or the error "NOTLOCK" when a
+--         key has another shape. A lock
 --         hash holds owner ids "<id>:<number>" with positive integer counts;
 --         a Redisson read-write lock also has the field "mode" (read or
 --         write) and its writers "<id>:<number>:write", which are reported
@@ -39,7 +40,7 @@ for i = 1, #fields, 2 do
         if value ~= 'read' and value ~= 'write' then
             return not_lock()
         end
-        rwlock = true
+        rwlock = value
     elseif string.match(value, '^[1-9]%d*$') and
         (string.match(field, '^.+:%d+$') or string.match(field, '^.+:%d+:write$')) then
         writers = writers or string.sub(field, -6) == ':write'
@@ -53,4 +54,5 @@ if writers and not rwlock then
     return not_lock()
 end
 
-return {holders, redis.call('pttl', KEYS[1]), redis.call('llen', KEYS[2]), token or false}
+return {holders, redis.call('pttl', KEYS[1]), redis.call('llen', KEYS[2]),
+        token or false, rwlock}

@@ -37,6 +37,84 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION redis_lock_release(text) IS
 'drop one session-scope hold of a Redis lock; false with a WARNING when this session does not hold it';
 
+-- Read-write locks (Redisson RReadWriteLock layout) and multi-locks.
+
+CREATE FUNCTION redis_read_lock_acquire(name text,
+                                        wait interval DEFAULT NULL,
+                                        lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_read_lock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_read_lock_acquire(text, interval, interval) IS
+'take a session-scope, reentrant shared hold of a Redis read-write lock (Redisson readLock()); wait and lease as redis_lock_acquire';
+
+CREATE FUNCTION redis_write_lock_acquire(name text,
+                                         wait interval DEFAULT NULL,
+                                         lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_write_lock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_write_lock_acquire(text, interval, interval) IS
+'take a session-scope, reentrant exclusive hold of a Redis read-write lock (Redisson writeLock()); a sole reader upgrades at once; wait and lease as redis_lock_acquire';
+
+CREATE FUNCTION redis_xact_read_lock_acquire(name text,
+                                             wait interval DEFAULT NULL,
+                                             lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_xact_read_lock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_xact_read_lock_acquire(text, interval, interval) IS
+'take a transaction-scope shared hold of a Redis read-write lock, released at COMMIT or ROLLBACK; arguments as redis_read_lock_acquire';
+
+CREATE FUNCTION redis_xact_write_lock_acquire(name text,
+                                              wait interval DEFAULT NULL,
+                                              lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_xact_write_lock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_xact_write_lock_acquire(text, interval, interval) IS
+'take a transaction-scope exclusive hold of a Redis read-write lock, released at COMMIT or ROLLBACK; arguments as redis_write_lock_acquire';
+
+CREATE FUNCTION redis_read_lock_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_read_lock_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_read_lock_release(text) IS
+'drop one session-scope read hold of a Redis read-write lock; false with a WARNING when this session does not hold it';
+
+CREATE FUNCTION redis_write_lock_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_write_lock_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_write_lock_release(text) IS
+'drop one session-scope write hold of a Redis read-write lock; false with a WARNING when this session does not hold it';
+
+CREATE FUNCTION redis_lock_acquire_all(names text[],
+                                       wait interval DEFAULT NULL,
+                                       lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_lock_acquire_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_acquire_all(text[], interval, interval) IS
+'take every named Redis lock or none (at most 32 names), each as a session-scope hold that redis_lock_release drops; wait and lease as redis_lock_acquire';
+
+CREATE FUNCTION redis_xact_lock_acquire_all(names text[],
+                                            wait interval DEFAULT NULL,
+                                            lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_xact_lock_acquire_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_xact_lock_acquire_all(text[], interval, interval) IS
+'take every named Redis lock or none, at transaction scope (released at COMMIT or ROLLBACK); arguments as redis_lock_acquire_all';
+
 CREATE FUNCTION redis_lock_release_all()
 RETURNS integer
 AS 'MODULE_PATHNAME', 'redis_lock_release_all'
@@ -63,13 +141,14 @@ CREATE FUNCTION redis_lock_status(name text,
                                   OUT queue_length integer,
                                   OUT fencing_token bigint,
                                   OUT held_by_me boolean,
-                                  OUT mode text)
+                                  OUT mode text,
+                                  OUT rw_mode text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'redis_lock_status'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION redis_lock_status(text) IS
-'what Redis says about a lock now: locked, holder owner ids, hold count, remaining lease, fair-queue length, last fencing token, whether this session holds it, and the mode (single, sentinel, cluster or redlock); with redlock, what a majority of masters agree on';
+'what Redis says about a lock now: locked, holder owner ids, hold count, remaining lease, fair-queue length, last fencing token, whether this session holds it, and the mode (single, sentinel, cluster or redlock), and for a read-write lock whether it is held for read or write (holders then lists readers as <owner> and writers as <owner>:write); with redlock, what a majority of masters agree on';
 
 CREATE FUNCTION redis_lock_nodes(name text,
                                  OUT node text,

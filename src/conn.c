@@ -862,8 +862,11 @@ void
 rl_build_eval(RLCommand *cmd, const RLEval *e, bool body)
 {
 	static const char *const numkeys[] = {"0", "1", "2", "3", "4", "5"};
+	const char *nkeys;
 
-	Assert(e->nkeys >= 0 && e->nkeys < lengthof(numkeys));
+	Assert(e->nkeys >= 0 && e->nkeys <= RL_EVAL_MAX_KEYS);
+	nkeys = e->nkeys < lengthof(numkeys) ? numkeys[e->nkeys] :
+		psprintf("%d", e->nkeys);
 	memset(cmd, 0, sizeof(*cmd));
 	if (body)
 	{
@@ -875,7 +878,7 @@ rl_build_eval(RLCommand *cmd, const RLEval *e, bool body)
 		rl_set_arg(cmd, "EVALSHA", 7);
 		rl_set_arg(cmd, e->script->sha, strlen(e->script->sha));
 	}
-	rl_set_arg(cmd, numkeys[e->nkeys], 1);
+	rl_set_arg(cmd, nkeys, strlen(nkeys));
 	for (int k = 0; k < e->nkeys; k++)
 		rl_set_arg(cmd, e->keys[k], strlen(e->keys[k]));
 	for (int a = 0; a < e->nargs; a++)

@@ -15,7 +15,15 @@
 
 #include "datatype/timestamp.h"
 
-#define RL_MAX_ARGS 16
+#include "redislock.h"
+
+/*
+ * The most keys and arguments of one script call: a multi-lock has two keys
+ * (the lock and its fencing counter) and one argument per name.
+ */
+#define RL_EVAL_MAX_KEYS (2 * RL_MULTI_MAX)
+#define RL_EVAL_MAX_ARGS (4 + RL_MULTI_MAX)
+#define RL_MAX_ARGS (3 + RL_EVAL_MAX_KEYS + RL_EVAL_MAX_ARGS)
 
 /* A reply copied out of hiredis into palloc'd memory. */
 typedef struct RLReply
@@ -49,8 +57,8 @@ typedef struct RLEval
 	const RedisScript *script;
 	int			nkeys;
 	int			nargs;
-	const char *keys[5];
-	const char *args[6];
+	const char *keys[RL_EVAL_MAX_KEYS];
+	const char *args[RL_EVAL_MAX_ARGS];
 } RLEval;
 
 /* A host:port: a sentinel, a cluster node or a Redlock master. */

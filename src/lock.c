@@ -103,20 +103,71 @@ ensure_local_table(void)
 
 	if (rl_local_locks)
 		return;
-	ctl.keysize = RL_NAME_MAX + 1;
+	ctl.keysize = offsetof(LocalLock, kind) + sizeof(uint8);
 	ctl.entrysize = sizeof(LocalLock);
 	rl_local_locks = hash_create("redislock held locks", 16, &ctl,
-								 HASH_ELEM | HASH_STRINGS);
+								 HASH_ELEM | HASH_BLOBS);
 	rl_cleanup_context = AllocSetContextCreate(TopMemoryContext,
 											   "redislock cleanup",
 											   ALLOCSET_SMALL_SIZES);
 }
 
-static LocalLock *
-local_find(const char *name)
+/* The hash key of a lock: its name, zero-padded, and its kind. */
+static void
+local_key(LocalLock *key, const char *name, RLKind kind)
 {
+	memset(key->name, 0, sizeof(key->name));
+	strlcpy(key->name, name, sizeof(key->name));
+	key->kind = (uint8) kind;
+}
+
+static LocalLock *
+local_find(const char *name, RLKind kind)
+{
+	LocalLock	key;
+
 	ensure_local_table();
-	return hash_search(rl_local_locks, name, HASH_FIND, NULL);
+	local_key(&key, name, kind);
+	return hash_search(rl_local_locks, &key, HASH_FIND, NULL);
+}
+
+/* "Redis lock", "Redis read lock" or "Redis write lock", for messages */
+const char *
+rl_kind_noun(RLKind kind)
+{
+	switch (kind)
+	{
+		case RL_KIND_READ:
+			return "Redis read lock";
+		case RL_KIND_WRITE:
+			return "Redis write lock";
+		case RL_KIND_LOCK:
+			break;
+	}
+	return "Redis lock";
+}
+
+/*
+ * One name is either an exclusive lock or a read-write lock in Redis (the
+ * layouts differ): a session that holds it as one cannot take it as the
+ * other.
+ */
+static void
+check_layout(const char *name, RLKind kind)
+{
+	bool		rw = kind != RL_KIND_LOCK;
+	LocalLock  *other = rw ? local_find(name, RL_KIND_LOCK) :
+		local_find(name, RL_KIND_READ);
+
+	if (other == NULL && !rw)
+		other = local_find(name, RL_KIND_WRITE);
+	if (other != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this session uses \"%s\" as a %s", name,
+						rw ? "Redis lock" : "Redis read-write lock"),
+				 errdetail("A name is either an exclusive lock or a read-write lock in Redis, not both."),
+				 errhint("Release it first, or use another name.")));
 }
 
 /*
@@ -125,15 +176,17 @@ local_find(const char *name)
  * session may only have so many, so that it cannot take the whole table.
  * The slot knows the lease asked for, in case the outcome is never learnt.
  */
-static LocalLock *
-local_get(const char *name, int64 lease_ms)
+LocalLock *
+rl_local_get(const char *name, RLKind kind, int64 lease_ms)
 {
-	LocalLock  *ll = local_find(name);
+	LocalLock  *ll = local_find(name, kind);
+	LocalLock	key;
 	uint32		generation = 0;
 	int			slot;
 
 	if (ll != NULL)
 		return ll;
+	check_layout(name, kind);
 	if (hash_get_num_entries(rl_local_locks) >= rl_max_locks_per_session)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -141,8 +194,9 @@ local_get(const char *name, int64 lease_ms)
 				 errdetail("This session already holds or waits for %ld distinct Redis locks; redislock.max_locks_per_session is %d.",
 						   hash_get_num_entries(rl_local_locks), rl_max_locks_per_session),
 				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
-	slot = rl_registry_reserve(name, rl_owner_id(), lease_ms, &generation);
-	ll = hash_search(rl_local_locks, name, HASH_ENTER, NULL);
+	slot = rl_registry_reserve(kind, name, rl_owner_id(), lease_ms, &generation);
+	local_key(&key, name, kind);
+	ll = hash_search(rl_local_locks, &key, HASH_ENTER, NULL);
 	ll->session_holds = 0;
 	ll->xact_holds = 0;
 	ll->dirty = false;
@@ -160,13 +214,13 @@ local_get(const char *name, int64 lease_ms)
 	return ll;
 }
 
-static void
-forget_if_unused(LocalLock *ll)
+void
+rl_forget_if_unused(LocalLock *ll)
 {
 	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
 	{
 		rl_registry_free(ll->slot, ll->generation);
-		hash_search(rl_local_locks, ll->name, HASH_REMOVE, NULL);
+		hash_search(rl_local_locks, ll, HASH_REMOVE, NULL);
 	}
 }
 
@@ -244,9 +298,14 @@ rl_expect_reply(bool ok, RLOp op, const char *name)
  * release mark, so that no renewal under way can put the hold back.
  */
 void
-rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
-				bool leave, int64 mark_ms)
+rl_release_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
+				int32 keep, bool leave, int64 mark_ms)
 {
+	if (kind != RL_KIND_LOCK)
+	{
+		rl_rw_release_eval(e, kind, name, owner, keep);
+		return;
+	}
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_release;
 	e->nkeys = 4;
@@ -274,9 +333,14 @@ rl_release_eval(RLEval *e, const char *name, const char *owner, int32 keep,
  * free there gets it back with holds.
  */
 void
-rl_renew_eval(RLEval *e, const char *name, const char *owner, int64 lease_ms,
-			  int32 holds, bool restore)
+rl_renew_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
+			  int64 lease_ms, int32 holds, bool restore)
 {
+	if (kind != RL_KIND_LOCK)
+	{
+		rl_rw_renew_eval(e, kind, name, owner, lease_ms);
+		return;
+	}
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_renew;
 	e->nkeys = 1;
@@ -332,7 +396,8 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 							  locks[i]->name);
 		}
 		locks[i]->unsettled = false;
-		rl_release_eval(&evals[i], locks[i]->name, rl_owner_id(), keep[i],
+		rl_release_eval(&evals[i], locks[i]->kind, locks[i]->name,
+						rl_owner_id(), keep[i],
 						locks[i]->queued,
 						locks[i]->watchdog ? locks[i]->lease_ms : 0);
 	}
@@ -404,7 +469,7 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 	for (int i = 0; i < n; i++)
 	{
 		rl_set_flags(locks[i], false, false);
-		forget_if_unused(locks[i]);
+		rl_forget_if_unused(locks[i]);
 	}
 	return true;
 }
@@ -518,7 +583,47 @@ acquire_and_wait(const RLEval *e, LocalLock *ll, Attempt *out)
 	return replies[0];
 }
 
-/* Runs one acquisition attempt; raises on failure. */
+/*
+ * Fills e with the acquisition of an exclusive lock: acquire.lua, or
+ * fair_acquire.lua, which with enqueue puts us in the queue if we must wait.
+ */
+static void
+lock_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
+				  bool fair, bool enqueue)
+{
+	e->args[0] = rl_int64_arg(lease_ms);
+	e->args[1] = rl_owner_id();
+	e->args[2] = rl_int64_arg(target);
+	e->keys[0] = ll->name;
+	if (fair)
+	{
+		e->script = &rl_script_fair_acquire;
+		e->nkeys = 4;
+		e->keys[1] = queue_key(ll->name);
+		e->keys[2] = timeouts_key(ll->name);
+		e->keys[3] = token_key(ll->name);
+		e->nargs = 6;
+		e->args[3] = rl_int64_arg(rl_fair_wait_timeout);
+		e->args[4] = enqueue ? "1" : "0";
+		e->args[5] = rl_token_ttl_arg(lease_ms);
+		if (enqueue)
+			rl_set_flags(ll, ll->dirty, true);
+	}
+	else
+	{
+		e->script = &rl_script_acquire;
+		e->nkeys = 2;
+		e->keys[1] = token_key(ll->name);
+		e->nargs = 4;
+		e->args[3] = rl_token_ttl_arg(lease_ms);
+	}
+}
+
+/*
+ * Runs one acquisition attempt; raises on failure. With enqueue, a waiter
+ * that must wait keeps its place: in the fair queue, or as a writer that
+ * new readers of ours let pass.
+ */
 static void
 attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		bool fair, bool enqueue, Attempt *out)
@@ -532,32 +637,11 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		return;
 	}
 	memset(&e, 0, sizeof(e));
-	e.args[0] = rl_int64_arg(lease_ms);
-	e.args[1] = rl_owner_id();
-	e.args[2] = rl_int64_arg(target);
-	e.keys[0] = ll->name;
-	if (fair)
-	{
-		e.script = &rl_script_fair_acquire;
-		e.nkeys = 4;
-		e.keys[1] = queue_key(ll->name);
-		e.keys[2] = timeouts_key(ll->name);
-		e.keys[3] = token_key(ll->name);
-		e.nargs = 6;
-		e.args[3] = rl_int64_arg(rl_fair_wait_timeout);
-		e.args[4] = enqueue ? "1" : "0";
-		e.args[5] = rl_token_ttl_arg(lease_ms);
-		if (enqueue)
-			rl_set_flags(ll, ll->dirty, true);
-	}
+	if (ll->kind == RL_KIND_LOCK)
+		lock_acquire_eval(&e, ll, lease_ms, target, fair, enqueue);
 	else
-	{
-		e.script = &rl_script_acquire;
-		e.nkeys = 2;
-		e.keys[1] = token_key(ll->name);
-		e.nargs = 4;
-		e.args[3] = rl_token_ttl_arg(lease_ms);
-	}
+		rl_rw_acquire_eval(&e, ll, lease_ms, target,
+						   enqueue ? rl_fair_wait_timeout : 0);
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	rl_mark_dirty(ll);
@@ -583,11 +667,12 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 
 /*
  * When to retry if no unlock message comes: when the holder's lease runs
- * out (only the queue head can use that in fair mode), in fair mode at the
- * latest when our queue place needs renewing, and never after the deadline.
+ * out (only the queue head can use that in fair mode), at the latest when
+ * our place (fair queue entry, waiting writer's mark) needs renewing, and
+ * never after the deadline.
  */
 static TimestampTz
-next_retry(const Attempt *a, bool fair, TimestampTz deadline)
+next_retry(const Attempt *a, bool fair, bool has_place, TimestampTz deadline)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz wake = deadline;
@@ -596,7 +681,7 @@ next_retry(const Attempt *a, bool fair, TimestampTz deadline)
 		wake = Min(wake, TimestampTzPlusMilliseconds(now, a->pttl));
 	if (a->pttl == -2 && !fair)
 		wake = now;
-	if (fair)
+	if (has_place)
 		wake = Min(wake, TimestampTzPlusMilliseconds(now, rl_fair_wait_timeout / 3));
 	return wake;
 }
@@ -614,13 +699,18 @@ sleep_until(TimestampTz until)
 	CHECK_FOR_INTERRUPTS();
 }
 
-/* Takes this session out of a fair queue after giving up; never throws. */
+/*
+ * Gives up this session's place after an interrupted wait: its fair queue
+ * entry, or its mark as a waiting writer. Never throws.
+ */
 static void
-leave_queue_quietly(LocalLock *ll)
+give_up_place_quietly(LocalLock *ll)
 {
 	MemoryContext old;
 	int32		keep = total_holds(ll);
 	int64		before;
+	RLEval		e;
+	RLReply    *r;
 
 	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
 		return;
@@ -629,7 +719,12 @@ leave_queue_quietly(LocalLock *ll)
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
-		if (rl_trim_in_redis(1, &ll, &keep, &before, true))
+		if (ll->kind == RL_KIND_WRITE)
+		{
+			rl_rw_withdraw_eval(&e, ll->name);
+			(void) rl_run(1, &e, &r);
+		}
+		else if (rl_trim_in_redis(1, &ll, &keep, &before, true))
 			rl_set_flags(ll, ll->dirty, false);
 	}
 	PG_FINALLY();
@@ -643,18 +738,18 @@ leave_queue_quietly(LocalLock *ll)
 }
 
 /*
- * Waits for the lock: subscribe to the unlock channel first, then retry, then
- * sleep until a message, the holder's lease end or our deadline. Subscribing
- * before retrying is what rules out a lost wake-up. Returns whether taken.
+ * The wait engine: subscribe to the channels where releases are announced
+ * first, then try, then sleep until a message, the blocker's lease end, the
+ * refresh of our place or our deadline. Subscribing before retrying is what
+ * rules out a lost wake-up. Returns whether w->attempt took it; on a
+ * timeout or an ERROR, w->give_up (if any) first gives back our place.
  */
-static bool
-wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
-			  int64 lease_ms, int32 target, Attempt *a)
+bool
+rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline = DT_NOEND;
 	bool		by_lock_timeout = false;
-	const char *channel = req->fair ? owner_channel_key(ll->name) : channel_key(ll->name);
 	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
 	volatile bool acquired = false;
 
@@ -671,10 +766,11 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 		for (;;)
 		{
 			if (redlock)
-				(void) rl_redlock_subscribe(channel);
-			else if (!rl_sub_conn.subscribed && !rl_route_subscribe(channel))
+				(void) rl_redlock_subscribe(w->channels[0]);
+			else if (!rl_sub_conn.subscribed &&
+					 !rl_route_subscribe(w->nchannels, w->channels))
 				rl_report(&rl_sub_conn, ERROR);
-			attempt(ll, lease_ms, target, req->fair, req->fair, a);
+			w->attempt(w->arg, a);
 			if (a->acquired)
 			{
 				acquired = true;
@@ -683,17 +779,18 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 			if (GetCurrentTimestamp() >= deadline)
 				break;
 			if (!redlock)
-				(void) rl_wait_message(&rl_sub_conn, next_retry(a, req->fair, deadline));
-			else if (rl_redlock_wait_message(next_retry(a, false, deadline)) < 0)
-				sleep_until(next_retry(a, false, deadline));
+				(void) rl_wait_message(&rl_sub_conn,
+									   next_retry(a, w->fair, w->has_place, deadline));
+			else if (rl_redlock_wait_message(next_retry(a, false, false, deadline)) < 0)
+				sleep_until(next_retry(a, false, false, deadline));
 		}
 	}
 	PG_CATCH();
 	{
 		rl_disconnect(&rl_sub_conn);
 		rl_redlock_unsubscribe(true);
-		if (ll->queued)
-			leave_queue_quietly(ll);
+		if (w->give_up)
+			w->give_up(w->arg);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -706,26 +803,74 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	rl_stat_add(RL_STAT_WAIT_TIME_MS,
 				(GetCurrentTimestamp() - start) / 1000);
 	if (!acquired)
-		rl_stat_add(RL_STAT_TIMEOUTS, 1);
-	if (!acquired && ll->queued)
 	{
-		int32		keep = total_holds(ll);
-		int64		before;
-
-		if (!rl_trim_in_redis(1, &ll, &keep, &before, false))
-			rl_report(&rl_cmd_conn, ERROR);
-		rl_set_flags(ll, ll->dirty, false);
+		rl_stat_add(RL_STAT_TIMEOUTS, 1);
+		if (w->give_up)
+			w->give_up(w->arg);
 	}
 	if (!acquired && by_lock_timeout)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not obtain Redis lock \"%s\"", ll->name),
+				 errmsg("could not obtain Redis lock \"%s\"", req->name),
 				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
 	return acquired;
 }
 
+/* One lock's wait: what rl_wait() calls back. */
+typedef struct LockWait
+{
+	LocalLock  *ll;
+	int64		lease_ms;
+	int32		target;
+	bool		fair;
+} LockWait;
+
 static void
-record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
+lock_wait_attempt(void *arg, Attempt *a)
+{
+	LockWait   *lw = arg;
+
+	attempt(lw->ll, lw->lease_ms, lw->target, lw->fair,
+			lw->fair || lw->ll->kind == RL_KIND_WRITE, a);
+}
+
+static void
+lock_wait_give_up(void *arg)
+{
+	LockWait   *lw = arg;
+
+	if (lw->ll->queued || lw->ll->kind == RL_KIND_WRITE)
+		give_up_place_quietly(lw->ll);
+}
+
+/* Waits for the lock of entry ll; returns whether it was taken. */
+static bool
+wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
+			  int64 lease_ms, int32 target, Attempt *a)
+{
+	LockWait	lw = {ll, lease_ms, target, req->fair};
+	const char *channel;
+	RLWait		w;
+
+	if (ll->kind != RL_KIND_LOCK)
+		channel = rwlock_channel_key(ll->name);
+	else if (req->fair)
+		channel = owner_channel_key(ll->name);
+	else
+		channel = channel_key(ll->name);
+	w.nchannels = 1;
+	w.channels = &channel;
+	w.attempt = lock_wait_attempt;
+	w.give_up = lock_wait_give_up;
+	w.arg = &lw;
+	w.fair = req->fair;
+	w.has_place = req->fair || ll->kind == RL_KIND_WRITE;
+	return rl_wait(&w, req, a);
+}
+
+/* Counts a hold just taken, here and in the registry. */
+void
+rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 			const Attempt *a)
 {
 	/*
@@ -794,6 +939,26 @@ confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 			 errhint("Check the replicas of the Redis server, or lower redislock.sync_replicas.")));
 }
 
+/*
+ * Takes or waits for a hold of entry ll that brings Redis to target holds,
+ * without counting it yet (rl_record_hold does); returns whether taken.
+ */
+bool
+rl_take_hold(LocalLock *ll, const RLAcquireRequest *req, int32 target,
+			 Attempt *a)
+{
+	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
+
+	attempt(ll, lease_ms, target, req->fair,
+			(req->fair || req->kind == RL_KIND_WRITE) && req->wait_ms != 0, a);
+	if (!a->acquired &&
+		(req->wait_ms == 0 || !wait_for_lock(ll, req, lease_ms, target, a)))
+		return false;
+	if (rl_sync_replicas > 0 && rl_mode() != RL_MODE_REDLOCK)
+		confirm_on_replicas(ll, target, a);
+	return true;
+}
+
 /* Takes or waits for the lock of entry ll; returns whether it was taken. */
 static bool
 take(LocalLock *ll, const RLAcquireRequest *req)
@@ -804,16 +969,34 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 
 	if (target > 1 && lease_ms > ll->lease_ms)
 		rl_registry_attempt(ll->slot, lease_ms);
-
-	attempt(ll, lease_ms, target, req->fair,
-			req->fair && req->wait_ms != 0, &a);
-	if (!a.acquired &&
-		(req->wait_ms == 0 || !wait_for_lock(ll, req, lease_ms, target, &a)))
+	if (!rl_take_hold(ll, req, target, &a))
 		return false;
-	if (rl_sync_replicas > 0 && rl_mode() != RL_MODE_REDLOCK)
-		confirm_on_replicas(ll, target, &a);
-	record_hold(ll, req, lease_ms, &a);
+	rl_record_hold(ll, req, lease_ms, &a);
 	return true;
+}
+
+/* What every acquisition checks before anything reaches Redis. */
+void
+rl_check_acquire(const RLAcquireRequest *req)
+{
+	if (req->lease_ms == 0 && !rl_registry_attached())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
+				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries."),
+				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.")));
+	if (req->kind != RL_KIND_LOCK && rl_mode() == RL_MODE_REDLOCK)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("Redis read-write locks are not supported with Redlock"),
+				 errdetail("Readers share a hold that each master counts on its own: masters that lost or missed a release cannot be told apart from live readers, so a majority does not make a writer's hold exclusive."),
+				 errhint("Use a single server, sentinels or a cluster for read-write locks.")));
+	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fair Redis locks are not supported with Redlock"),
+				 errdetail("A FIFO queue cannot be kept consistent across independent masters."),
+				 errhint("Pass fair => false, or use a single server, sentinels or a cluster.")));
 }
 
 bool
@@ -822,23 +1005,12 @@ rl_lock_acquire(const RLAcquireRequest *req)
 	LocalLock  *volatile ll;
 	bool		taken;
 
-	if (req->lease_ms == 0 && !rl_registry_attached())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
-				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries."),
-				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.")));
-	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("fair Redis locks are not supported with Redlock"),
-				 errdetail("A FIFO queue cannot be kept consistent across independent masters."),
-				 errhint("Pass fair => false, or use a single server, sentinels or a cluster.")));
+	rl_check_acquire(req);
 	rl_settle(false);
 	rl_register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)
-		rl_reserve_xact_hold();
-	ll = local_get(req->name,
+		rl_reserve_xact_holds(1);
+	ll = rl_local_get(req->name, req->kind,
 				   req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout);
 
 	/* An entry created for nothing must not keep its shared slot. */
@@ -848,19 +1020,19 @@ rl_lock_acquire(const RLAcquireRequest *req)
 	}
 	PG_CATCH();
 	{
-		forget_if_unused(ll);
+		rl_forget_if_unused(ll);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	if (!taken)
-		forget_if_unused(ll);
+		rl_forget_if_unused(ll);
 	return taken;
 }
 
 bool
-rl_lock_release(const char *name)
+rl_lock_release(const char *name, RLKind kind)
 {
-	LocalLock  *ll = local_find(name);
+	LocalLock  *ll = local_find(name, kind);
 	int32		keep;
 	int64		before;
 	bool		again;
@@ -870,10 +1042,11 @@ rl_lock_release(const char *name)
 		if (ll != NULL && ll->xact_holds > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("Redis lock \"%s\" is held at transaction scope", name),
+					 errmsg("%s \"%s\" is held at transaction scope",
+							rl_kind_noun(kind), name),
 					 errhint("Transaction-scope locks are released at COMMIT or ROLLBACK.")));
 		ereport(WARNING,
-				(errmsg("you don't own Redis lock \"%s\"", name)));
+				(errmsg("you don't own %s \"%s\"", rl_kind_noun(kind), name)));
 		return false;
 	}
 	rl_settle(false);
@@ -894,16 +1067,16 @@ rl_lock_release(const char *name)
 	if (before == 0 && !again)
 	{
 		ll->session_holds = 0;
-		forget_if_unused(ll);
+		rl_forget_if_unused(ll);
 		ereport(WARNING,
-				(errmsg("Redis lock \"%s\" was no longer held", name),
+				(errmsg("%s \"%s\" was no longer held", rl_kind_noun(kind), name),
 				 errdetail("Its lease ran out or it was force-released.")));
 		return false;
 	}
 	ll->session_holds--;
 	rl_stat_add(RL_STAT_RELEASES, 1);
 	rl_publish(ll, false, false);
-	forget_if_unused(ll);
+	rl_forget_if_unused(ll);
 	return true;
 }
 
@@ -949,7 +1122,7 @@ rl_lock_release_all(void)
 					 errdetail("Its lease ran out or it was force-released.")));
 		locks[i]->session_holds = 0;
 		rl_publish(locks[i], false, false);
-		forget_if_unused(locks[i]);
+		rl_forget_if_unused(locks[i]);
 	}
 	return released;
 }
@@ -993,7 +1166,11 @@ rl_lock_force_release(const char *name)
 bool
 rl_lock_fencing_token(const char *name, int64 *token)
 {
-	LocalLock  *ll = local_find(name);
+	LocalLock  *ll = local_find(name, RL_KIND_LOCK);
+
+	/* a write hold is fenced like an exclusive lock; read holds are not */
+	if (ll == NULL)
+		ll = local_find(name, RL_KIND_WRITE);
 
 	if (ll == NULL || total_holds(ll) == 0 || rl_registry_is_lost(ll->slot))
 		return false;

@@ -11,6 +11,8 @@
 
 #include "datatype/timestamp.h"
 
+#include "redislock.h"
+
 typedef enum RLScope
 {
 	RL_SCOPE_SESSION,
@@ -19,6 +21,7 @@ typedef enum RLScope
 
 typedef struct RLAcquireRequest
 {
+	RLKind		kind;
 	const char *name;
 	RLScope		scope;
 	int64		wait_ms;		/* -1: until acquired; 0: one attempt */
@@ -39,6 +42,7 @@ typedef struct RLStatus
 	int64		token;
 	bool		held_by_me;
 	const char *mode;			/* single, sentinel, cluster or redlock */
+	const char *rw_mode;		/* a read-write lock: read or write; else NULL */
 } RLStatus;
 
 /* One Redlock master's view of a lock, for redis_lock_nodes(). */
@@ -52,14 +56,16 @@ typedef struct RLNodeStatus
 struct RLEval;
 
 extern void rl_lock_init(void);
-extern void rl_release_eval(struct RLEval *e, const char *name,
+extern void rl_release_eval(struct RLEval *e, RLKind kind, const char *name,
 							const char *owner, int32 keep, bool leave,
 							int64 mark_ms);
-extern void rl_renew_eval(struct RLEval *e, const char *name,
+extern void rl_renew_eval(struct RLEval *e, RLKind kind, const char *name,
 						  const char *owner, int64 lease_ms, int32 holds,
 						  bool restore);
 extern bool rl_lock_acquire(const RLAcquireRequest *req);
-extern bool rl_lock_release(const char *name);
+extern bool rl_lock_acquire_all(const RLAcquireRequest *req, int n,
+								const char *const *names);
+extern bool rl_lock_release(const char *name, RLKind kind);
 extern int	rl_lock_release_all(void);
 extern bool rl_lock_force_release(const char *name);
 extern bool rl_lock_fencing_token(const char *name, int64 *token);

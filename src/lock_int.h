@@ -28,7 +28,8 @@
 /* What this session holds of one lock. */
 typedef struct LocalLock
 {
-	char		name[RL_NAME_MAX + 1];	/* hash key */
+	char		name[RL_NAME_MAX + 1];	/* hash key: name, zero-padded, */
+	uint8		kind;			/* ... and RLKind */
 	int32		session_holds;
 	int32		xact_holds;
 	bool		dirty;			/* Redis may hold more than we count */
@@ -59,7 +60,23 @@ typedef struct Attempt
 	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
 } Attempt;
 
-/* lock.c: the session's table of held locks, keyed by name */
+/*
+ * One wait of rl_wait(): where releases are announced, and how to try
+ * again and to give up.
+ */
+typedef struct RLWait
+{
+	int			nchannels;
+	const char *const *channels;
+	void		(*attempt) (void *arg, Attempt *a); /* sets a->acquired, and
+													 * a->pttl if not */
+	void		(*give_up) (void *arg); /* after a timeout or ERROR; quiet */
+	void	   *arg;
+	bool		fair;			/* only the queue head retries at the lease end */
+	bool		has_place;		/* a place to refresh while waiting */
+} RLWait;
+
+/* lock.c: the session's table of held locks, keyed by name and kind */
 extern HTAB *rl_local_locks;
 extern MemoryContext rl_cleanup_context;
 
@@ -110,12 +127,35 @@ extern void rl_settle(bool quiet);
 extern RLReply *rl_eval_one(const RLEval *e, RLOp op,
 							const char *name, LocalLock *pending);
 
+/* rwlock.c: the scripts of read and write holds */
+#define rwlock_channel_key(name) rl_prefixed_key("redisson_rwlock", (name))
+extern void rl_rw_acquire_eval(RLEval *e, const LocalLock *ll, int64 lease_ms,
+							   int32 target, int64 mark_ms);
+extern void rl_rw_release_eval(RLEval *e, RLKind kind, const char *name,
+							   const char *owner, int32 keep);
+extern void rl_rw_renew_eval(RLEval *e, RLKind kind, const char *name,
+							 const char *owner, int64 lease_ms);
+extern void rl_rw_withdraw_eval(RLEval *e, const char *name);
+extern const char *rl_hold_field(RLKind kind, const char *owner);
+
+/* lock.c, for multilock.c */
+extern bool rl_wait(const RLWait *w, const RLAcquireRequest *req,
+					Attempt *a);
+extern void rl_check_acquire(const RLAcquireRequest *req);
+extern bool rl_take_hold(LocalLock *ll, const RLAcquireRequest *req,
+						 int32 target, Attempt *a);
+extern const char *rl_kind_noun(RLKind kind);
+extern LocalLock *rl_local_get(const char *name, RLKind kind, int64 lease_ms);
+extern void rl_forget_if_unused(LocalLock *ll);
+extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,
+						   int64 lease_ms, const Attempt *a);
+
 /* redlock.c */
 extern void rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target,
 							   Attempt *out);
 
 /* xact.c */
-extern void rl_reserve_xact_hold(void);
+extern void rl_reserve_xact_holds(int n);
 extern void rl_add_xact_hold(LocalLock *ll);
 extern void rl_register_exit_callback(void);
 

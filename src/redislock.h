@@ -24,8 +24,20 @@
 #define RL_MAX_CONNECT_TIMEOUT_MS (60 * 1000)
 #define RL_MAX_COMMAND_TIMEOUT_MS (5 * 60 * 1000)
 
+/* Most names one redis_lock_acquire_all() call takes (documented in README). */
+#define RL_MULTI_MAX 32
+
 /* Owner ids are "<36-char uuid>:<session number>". */
 #define RL_OWNER_MAX 64
+
+/* What a hold is of: the hash of a name is one of these layouts. */
+typedef enum RLKind
+{
+	RL_KIND_LOCK,				/* an exclusive lock (Redisson RLock) */
+	RL_KIND_READ,				/* a shared hold of a read-write lock
+								 * (Redisson RReadWriteLock.readLock()) */
+	RL_KIND_WRITE				/* its exclusive hold (writeLock()) */
+} RLKind;
 
 /* redislock.token_ttl by default: 30 days, in seconds. */
 #define RL_TOKEN_TTL_DEFAULT (30 * 24 * 3600)

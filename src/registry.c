@@ -181,7 +181,7 @@ rl_registry_owner_id(char *buf, size_t size)
  * Returns -1 when not preloaded.
  */
 int
-rl_registry_reserve(const char *name, const char *owner, int64 lease_ms,
+rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 lease_ms,
 					uint32 *generation)
 {
 	RLSlot	   *s;
@@ -205,7 +205,7 @@ rl_registry_reserve(const char *name, const char *owner, int64 lease_ms,
 	shared->free_head = s->next_free;
 	s->generation++;
 	s->state = RL_SLOT_RESERVED;
-	s->kind = RL_KIND_LOCK;
+	s->kind = (uint8) kind;
 	s->pid = MyProcPid;
 	s->procno = MyProc->pgprocno;
 	s->session = my_session;

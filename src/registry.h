@@ -25,12 +25,6 @@ typedef enum RLSlotState
 								 * worker releases it */
 } RLSlotState;
 
-/* What a slot holds; read-write locks add theirs. */
-typedef enum RLKind
-{
-	RL_KIND_LOCK				/* an exclusive lock (Redisson RLock) */
-} RLKind;
-
 typedef struct RLSlot
 {
 	uint8		state;			/* RLSlotState */
@@ -108,7 +102,7 @@ extern void rl_registry_startup(void);
 extern bool rl_registry_attached(void);
 extern void rl_registry_owner_id(char *buf, size_t size);
 
-extern int	rl_registry_reserve(const char *name, const char *owner,
+extern int	rl_registry_reserve(RLKind kind, const char *name, const char *owner,
 								int64 lease_ms, uint32 *generation);
 extern void rl_registry_attempt(int index, int64 lease_ms);
 extern uint32 rl_registry_publish(int index, const RLSlotInfo *info);

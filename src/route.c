@@ -712,25 +712,36 @@ rl_publish_command(void)
 	return cluster_sharded ? "spublish" : "publish";
 }
 
+/* Do all n keys hash to one cluster slot? */
+bool
+rl_same_slot(int n, const char *const *keys)
+{
+	for (int i = 1; i < n; i++)
+		if (key_slot(keys[i]) != key_slot(keys[0]))
+			return false;
+	return true;
+}
+
 /*
- * Subscribes rl_sub_conn to channel. On a cluster the subscriber connects
- * to the node serving the channel's slot: sharded subscriptions must, and
- * a classic one may go anywhere, messages being broadcast.
+ * Subscribes rl_sub_conn to n channels, which must stay valid until it
+ * unsubscribes. On a cluster the subscriber connects to the node serving
+ * their slot (one slot for all): sharded subscriptions must, and a classic
+ * one may go anywhere, messages being broadcast.
  */
 bool
-rl_route_subscribe(const char *channel)
+rl_route_subscribe(int n, const char *const *channels)
 {
-	static const char *chan;
+	const char *channel = channels[0];
 	TimestampTz until = rl_command_deadline();
 
-	chan = channel;
+	Assert(rl_mode() != RL_MODE_CLUSTER || rl_same_slot(n, channels));
 	if (rl_mode() != RL_MODE_CLUSTER)
 	{
 		if (rl_sub_conn.pinned)
 			rl_disconnect(&rl_sub_conn);
 		rl_sub_conn.pinned = false;
 		rl_sub_conn.sharded = false;
-		return rl_subscribe(&rl_sub_conn, 1, &chan);
+		return rl_subscribe(&rl_sub_conn, n, channels);
 	}
 	for (;;)
 	{
@@ -756,7 +767,7 @@ rl_route_subscribe(const char *channel)
 			rl_sub_conn.sharded = sharded;
 			rl_sub_conn.node = cluster_nodes[node]->node;
 		}
-		if (rl_subscribe(&rl_sub_conn, 1, &chan))
+		if (rl_subscribe(&rl_sub_conn, n, channels))
 			return true;
 		if (GetCurrentTimestamp() + RETRY_MS * 1000 >= until ||
 			(rl_sub_conn.failure != RLF_CLUSTER && rl_sub_conn.failure != RLF_IO &&

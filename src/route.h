@@ -33,7 +33,8 @@ extern bool rl_run_cmds(int n, const RLCommand *cmds, const char *const *keys,
 						RLReply **replies);
 extern bool rl_run_then(const RLEval *e, const RLCommand *then,
 						RLReply **replies);
-extern bool rl_route_subscribe(const char *channel);
+extern bool rl_route_subscribe(int n, const char *const *channels);
+extern bool rl_same_slot(int n, const char *const *keys);
 
 /* fanout.c: the Redlock masters */
 extern int	rl_redlock_size(void);

@@ -13,10 +13,17 @@
 
 const RedisScript *const rl_scripts[RL_NSCRIPTS] = {
 	&rl_script_acquire,
+	&rl_script_acquire_all,
 	&rl_script_fair_acquire,
 	&rl_script_force_release,
 	&rl_script_raise_token,
+	&rl_script_read_acquire,
+	&rl_script_read_release,
+	&rl_script_read_renew,
 	&rl_script_release,
 	&rl_script_renew,
 	&rl_script_status,
+	&rl_script_write_acquire,
+	&rl_script_write_release,
+	&rl_script_write_withdraw,
 };

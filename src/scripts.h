@@ -10,15 +10,22 @@
 #include "conn.h"
 
 extern const RedisScript rl_script_acquire;
+extern const RedisScript rl_script_acquire_all;
 extern const RedisScript rl_script_fair_acquire;
 extern const RedisScript rl_script_force_release;
 extern const RedisScript rl_script_raise_token;
+extern const RedisScript rl_script_read_acquire;
+extern const RedisScript rl_script_read_release;
+extern const RedisScript rl_script_read_renew;
 extern const RedisScript rl_script_release;
 extern const RedisScript rl_script_renew;
 extern const RedisScript rl_script_status;
+extern const RedisScript rl_script_write_acquire;
+extern const RedisScript rl_script_write_release;
+extern const RedisScript rl_script_write_withdraw;
 
 /* Every script above, for connections that load them all when they open. */
-#define RL_NSCRIPTS 7
+#define RL_NSCRIPTS 14
 extern const RedisScript *const rl_scripts[RL_NSCRIPTS];
 
 #endif							/* REDISLOCK_SCRIPTS_H */

@@ -27,6 +27,14 @@ PG_FUNCTION_INFO_V1(redis_lock_status);
 PG_FUNCTION_INFO_V1(redis_lock_nodes);
 
 static void status_values(const RLStatus *st, Datum *values, bool *nulls);
+PG_FUNCTION_INFO_V1(redis_read_lock_acquire);
+PG_FUNCTION_INFO_V1(redis_write_lock_acquire);
+PG_FUNCTION_INFO_V1(redis_xact_read_lock_acquire);
+PG_FUNCTION_INFO_V1(redis_xact_write_lock_acquire);
+PG_FUNCTION_INFO_V1(redis_read_lock_release);
+PG_FUNCTION_INFO_V1(redis_write_lock_release);
+PG_FUNCTION_INFO_V1(redis_lock_acquire_all);
+PG_FUNCTION_INFO_V1(redis_xact_lock_acquire_all);
 PG_FUNCTION_INFO_V1(redis_lock_fencing_token);
 PG_FUNCTION_INFO_V1(redis_lock_owner_id);
 
@@ -116,6 +124,7 @@ acquire(FunctionCallInfo fcinfo, RLScope scope)
 {
 	RLAcquireRequest req;
 
+	req.kind = RL_KIND_LOCK;
 	req.name = lock_name_arg(fcinfo, 0);
 	req.scope = scope;
 	req.wait_ms = wait_arg(fcinfo, 1);
@@ -140,10 +149,164 @@ redis_xact_lock_acquire(PG_FUNCTION_ARGS)
 	return acquire(fcinfo, RL_SCOPE_XACT);
 }
 
+/* A read or write hold: (name, wait, lease), never fair. */
+static Datum
+rw_acquire(FunctionCallInfo fcinfo, RLKind kind, RLScope scope)
+{
+	RLAcquireRequest req;
+
+	req.kind = kind;
+	req.name = lock_name_arg(fcinfo, 0);
+	req.scope = scope;
+	req.wait_ms = wait_arg(fcinfo, 1);
+	req.lease_ms = lease_arg(fcinfo, 2);
+	req.fair = false;
+	PG_RETURN_BOOL(rl_lock_acquire(&req));
+}
+
+Datum
+redis_read_lock_acquire(PG_FUNCTION_ARGS)
+{
+	return rw_acquire(fcinfo, RL_KIND_READ, RL_SCOPE_SESSION);
+}
+
+Datum
+redis_write_lock_acquire(PG_FUNCTION_ARGS)
+{
+	return rw_acquire(fcinfo, RL_KIND_WRITE, RL_SCOPE_SESSION);
+}
+
+Datum
+redis_xact_read_lock_acquire(PG_FUNCTION_ARGS)
+{
+	return rw_acquire(fcinfo, RL_KIND_READ, RL_SCOPE_XACT);
+}
+
+Datum
+redis_xact_write_lock_acquire(PG_FUNCTION_ARGS)
+{
+	return rw_acquire(fcinfo, RL_KIND_WRITE, RL_SCOPE_XACT);
+}
+
+Datum
+redis_read_lock_release(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(rl_lock_release(lock_name_arg(fcinfo, 0), RL_KIND_READ));
+}
+
+Datum
+redis_write_lock_release(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(rl_lock_release(lock_name_arg(fcinfo, 0), RL_KIND_WRITE));
+}
+
+static int
+compare_names(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/*
+ * The names of a multi-lock: a non-empty one-dimensional text array of at
+ * most RL_MULTI_MAX valid names, without NULLs or duplicates. Returned in
+ * the canonical (byte) order that every session takes them in.
+ */
+static const char **
+names_arg(FunctionCallInfo fcinfo, int argno, int *n)
+{
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	const char **names;
+	int			nelems;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lock names must not be null")));
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("lock names must be a one-dimensional array")));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &nulls, &nelems);
+	if (nelems == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock names must not be empty"),
+				 errhint("Pass at least one name.")));
+	if (nelems > RL_MULTI_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many lock names"),
+				 errdetail("%d names were passed; one call takes at most %d.",
+						   nelems, RL_MULTI_MAX)));
+	names = palloc(sizeof(char *) * nelems);
+	for (int i = 0; i < nelems; i++)
+	{
+		int			len;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("lock names must not contain null")));
+		len = VARSIZE_ANY_EXHDR(DatumGetTextPP(elems[i]));
+		if (len == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lock name must not be empty")));
+		if (len > RL_NAME_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lock name is too long"),
+					 errdetail("The name is %d bytes long; the limit is %d bytes.",
+							   len, RL_NAME_MAX)));
+		names[i] = TextDatumGetCString(elems[i]);
+	}
+	qsort(names, nelems, sizeof(char *), compare_names);
+	for (int i = 1; i < nelems; i++)
+		if (strcmp(names[i - 1], names[i]) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lock name \"%s\" appears more than once", names[i])));
+	*n = nelems;
+	return names;
+}
+
+static Datum
+acquire_all(FunctionCallInfo fcinfo, RLScope scope)
+{
+	RLAcquireRequest req;
+	const char **names;
+	int			n;
+
+	names = names_arg(fcinfo, 0, &n);
+	req.kind = RL_KIND_LOCK;
+	req.name = names[0];
+	req.scope = scope;
+	req.wait_ms = wait_arg(fcinfo, 1);
+	req.lease_ms = lease_arg(fcinfo, 2);
+	req.fair = false;
+	PG_RETURN_BOOL(rl_lock_acquire_all(&req, n, names));
+}
+
+Datum
+redis_lock_acquire_all(PG_FUNCTION_ARGS)
+{
+	return acquire_all(fcinfo, RL_SCOPE_SESSION);
+}
+
+Datum
+redis_xact_lock_acquire_all(PG_FUNCTION_ARGS)
+{
+	return acquire_all(fcinfo, RL_SCOPE_XACT);
+}
+
 Datum
 redis_lock_release(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(rl_lock_release(lock_name_arg(fcinfo, 0)));
+	PG_RETURN_BOOL(rl_lock_release(lock_name_arg(fcinfo, 0), RL_KIND_LOCK));
 }
 
 Datum
@@ -191,14 +354,19 @@ redis_lock_status(PG_FUNCTION_ARGS)
 	const char *name = lock_name_arg(fcinfo, 0);
 	TupleDesc	tupdesc;
 	RLStatus	st;
-	Datum		values[8];
-	bool		nulls[8] = {false};
+	Datum		values[9];
+	bool		nulls[9] = {false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	rl_lock_status(name, &st);
 	status_values(&st, values, nulls);
 	values[7] = CStringGetTextDatum(st.mode);
+	/* 1.0 declares no rw_mode column: heap_form_tuple takes the first 8 */
+	if (st.rw_mode != NULL)
+		values[8] = CStringGetTextDatum(st.rw_mode);
+	else
+		nulls[8] = true;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 

@@ -32,13 +32,15 @@ parse_status(const RLReply *r, const char *name, RLStatus *st)
 {
 	RLReply    *hash;
 
-	rl_expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+	rl_expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
 					r->element[0]->type == REDIS_REPLY_ARRAY &&
 					r->element[0]->elements % 2 == 0 &&
 					is_array_of(r->element[0], r->element[0]->elements, REDIS_REPLY_STRING) &&
 					is_int(r->element[1]) && is_int(r->element[2]) &&
 					(r->element[3]->type == REDIS_REPLY_STRING ||
-					 r->element[3]->type == REDIS_REPLY_NIL),
+					 r->element[3]->type == REDIS_REPLY_NIL) &&
+					(r->element[4]->type == REDIS_REPLY_STRING ||
+					 r->element[4]->type == REDIS_REPLY_NIL),
 					RL_OP_STATUS, name);
 
 	memset(st, 0, sizeof(*st));
@@ -50,9 +52,12 @@ parse_status(const RLReply *r, const char *name, RLStatus *st)
 	{
 		st->holders[i] = hash->element[2 * i]->str;
 		st->hold_count += strtoll(hash->element[2 * i + 1]->str, NULL, 10);
-		if (strcmp(st->holders[i], rl_owner_id()) == 0)
+		if (strcmp(st->holders[i], rl_owner_id()) == 0 ||
+			strcmp(st->holders[i], rl_hold_field(RL_KIND_WRITE, rl_owner_id())) == 0)
 			st->held_by_me = true;
 	}
+	if (r->element[4]->type == REDIS_REPLY_STRING)
+		st->rw_mode = r->element[4]->str;
 	st->locked = st->nholders > 0;
 	st->ttl_ms = r->element[1]->integer >= 0 ? r->element[1]->integer : -1;
 	st->queue_length = r->element[2]->integer;

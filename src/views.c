@@ -73,6 +73,10 @@ kind_text(const RLSlot *s)
 	{
 		case RL_KIND_LOCK:
 			return "lock";
+		case RL_KIND_READ:
+			return "read";
+		case RL_KIND_WRITE:
+			return "write";
 	}
 	return "unknown";
 }

@@ -110,7 +110,7 @@ slot_holds(const RLSlot *s)
 static void
 slot_release_eval(RLEval *e, const RLSlot *s, int32 keep)
 {
-	rl_release_eval(e, s->name, s->owner, keep, true,
+	rl_release_eval(e, (RLKind) s->kind, s->name, s->owner, keep, true,
 					s->watchdog ? s->lease_ms : 0);
 }
 
@@ -187,7 +187,8 @@ restore_holds(RLSlotCopy **items, int n)
 	TimestampTz sent = GetCurrentTimestamp();
 
 	for (int i = 0; i < n; i++)
-		rl_renew_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner,
+		rl_renew_eval(&evals[i], (RLKind) items[i]->slot.kind,
+					  items[i]->slot.name, items[i]->slot.owner,
 					  items[i]->slot.lease_ms, slot_holds(&items[i]->slot), true);
 	if (!rl_run_agreed(n, evals, RL_AGREE_MAX, replies, masters))
 		return;
@@ -209,7 +210,8 @@ renew_batch(RLSlotCopy **items, int n)
 	TimestampTz sent = GetCurrentTimestamp();
 
 	for (int i = 0; i < n; i++)
-		rl_renew_eval(&evals[i], items[i]->slot.name, items[i]->slot.owner,
+		rl_renew_eval(&evals[i], (RLKind) items[i]->slot.kind,
+					  items[i]->slot.name, items[i]->slot.owner,
 					  items[i]->slot.lease_ms, slot_holds(&items[i]->slot), false);
 
 	/*

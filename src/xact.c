@@ -41,20 +41,20 @@ static bool exit_callback_registered = false;
 static void release_at_exit(int code, Datum arg);
 
 void
-rl_reserve_xact_hold(void)
+rl_reserve_xact_holds(int n)
 {
-	if (nxact_holds < max_xact_holds)
+	if (nxact_holds + n <= max_xact_holds)
 		return;
 	if (xact_holds == NULL)
 	{
-		max_xact_holds = 16;
+		max_xact_holds = Max(16, n);
 		xact_holds = MemoryContextAlloc(TopMemoryContext,
 										sizeof(XactHold) * max_xact_holds);
 		xact_ended = MemoryContextAlloc(TopMemoryContext,
 										sizeof(LocalLock *) * max_xact_holds);
 		return;
 	}
-	max_xact_holds *= 2;
+	max_xact_holds = Max(max_xact_holds * 2, nxact_holds + n);
 	xact_holds = repalloc(xact_holds, sizeof(XactHold) * max_xact_holds);
 	xact_ended = repalloc(xact_ended, sizeof(LocalLock *) * max_xact_holds);
 }
@@ -258,8 +258,8 @@ verify_before_commit(void)
 		cmds[i].argvlen[0] = 7;
 		cmds[i].argv[1] = held[i]->name;
 		cmds[i].argvlen[1] = strlen(held[i]->name);
-		cmds[i].argv[2] = rl_owner_id();
-		cmds[i].argvlen[2] = strlen(rl_owner_id());
+		cmds[i].argv[2] = rl_hold_field((RLKind) held[i]->kind, rl_owner_id());
+		cmds[i].argvlen[2] = strlen(cmds[i].argv[2]);
 	}
 	/* with Redlock, a hold counts as present when a majority has it */
 	if (!rl_run_cmds_agreed(n, cmds, keys, RL_AGREE_ONE, replies))

@@ -1,0 +1,38 @@
+-- acquire_all.lua: take or re-enter several exclusive locks (Redisson RLock
+-- layout) at once, all of them or none: nobody ever sees a part taken.
+-- KEYS[2i-1]  lock hash of name i
+-- KEYS[2i]    its fencing counter redisson_lock_token:{<name i>}
+-- ARGV[1]     lease in milliseconds
+-- ARGV[2]     owner id
+-- ARGV[3]     how long the fencing counters live from now, in ms
+-- ARGV[3+i]   the owner's hold count of name i after this call (absolute,
+--             so that a retry after a lost reply is harmless)
+-- Returns {1, token 1, fresh 1, token 2, fresh 2, ...} when all are taken;
+--         {0, pttl, i}: name i is held by another owner (pttl of it, ms),
+--         and nothing was changed.
+local owner = ARGV[2]
+local n = #KEYS / 2
+for i = 1, n do
+    local name = KEYS[2 * i - 1]
+    if redis.call('hexists', name, owner) == 0 and
+       redis.call('exists', name) == 1 then
+        return {0, redis.call('pttl', name), i}
+    end
+end
+local out = {1}
+for i = 1, n do
+    local name = KEYS[2 * i - 1]
+    local held = redis.call('hexists', name, owner) == 1
+    local token
+    if held then
+        token = tonumber(redis.call('get', KEYS[2 * i])) or 0
+    else
+        token = redis.call('incr', KEYS[2 * i])
+    end
+    redis.call('pexpire', KEYS[2 * i], ARGV[3])
+    redis.call('hset', name, owner, ARGV[3 + i])
+    redis.call('pexpire', name, ARGV[1])
+    out[#out + 1] = token
+    out[#out + 1] = held and 0 or 1
+end
+return out

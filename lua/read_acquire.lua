@@ -1,0 +1,47 @@
+-- read_acquire.lua: take or re-enter a shared hold of a read-write lock
+-- (Redisson RReadWriteLock readLock() layout).
+-- KEYS[1]  lock hash <name>: field mode = read|write, field <owner> = the
+--          owner's read count, field <owner>:write = its write count
+-- KEYS[2]  the owner's timeout key prefix {<name>}:<owner>:rwlock_timeout;
+--          read hold n has the key <prefix>:n, alive while that hold is
+-- KEYS[3]  redislock_rwlock_writer:{<name>}: set while a redislock writer
+--          waits; new redislock readers stay out (Redisson's ignore it)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id "<uuid>:<session>"
+-- ARGV[3]  the owner's read count after this call; an absolute count makes
+--          a retry after a lost reply harmless
+-- Returns {1, 0, fresh}: taken (fresh = 1 when the owner had no read hold
+--         before); {0, pttl}: a writer holds it, or a redislock writer
+--         waits (pttl of the lock or of that writer's mark).
+local owner = ARGV[2]
+local target = tonumber(ARGV[3])
+local mode = redis.call('hget', KEYS[1], 'mode')
+local count = tonumber(redis.call('hget', KEYS[1], owner) or 0)
+
+if mode == false and redis.call('exists', KEYS[1]) == 1 then
+    -- a hash without mode: an exclusive lock (RLock) of the same name
+    return {0, redis.call('pttl', KEYS[1])}
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], owner .. ':write') == 0 then
+    return {0, redis.call('pttl', KEYS[1])}
+end
+if count == 0 and mode ~= 'write' then
+    local pending = redis.call('pttl', KEYS[3])
+    if pending > 0 then
+        return {0, pending}
+    end
+end
+if mode == false then
+    redis.call('hset', KEYS[1], 'mode', 'read')
+end
+for n = count + 1, target do
+    redis.call('set', KEYS[2] .. ':' .. n, '1', 'px', ARGV[1])
+end
+if target > count then
+    redis.call('hset', KEYS[1], owner, target)
+end
+local pttl = redis.call('pttl', KEYS[1])
+if pttl < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+end
+return {1, 0, count == 0 and 1 or 0}

@@ -1,0 +1,81 @@
+-- write_acquire.lua: take or re-enter the exclusive hold of a read-write
+-- lock (Redisson RReadWriteLock writeLock() layout), or upgrade the
+-- owner's read hold when it is the only live reader.
+-- KEYS[1]  lock hash <name> (see read_acquire.lua)
+-- KEYS[2]  fencing counter redisson_lock_token:{<name>}, shared with
+--          exclusive locks of the name
+-- KEYS[3]  the readers' key prefix {<name>}: reader <r>'s hold n is alive
+--          while <prefix>:<r>:rwlock_timeout:n exists
+-- KEYS[4]  redislock_rwlock_writer:{<name>}, this writer's mark while it
+--          waits (see read_acquire.lua); removed when it takes the lock
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id
+-- ARGV[3]  the owner's write count after this call (absolute, as above)
+-- ARGV[4]  how long the fencing counter lives from now, in ms
+-- ARGV[5]  how long the waiting mark lives, in ms; 0: do not set it
+-- Returns {1, token, fresh} when taken; {0, pttl} when held by others.
+local owner = ARGV[2]
+local field = owner .. ':write'
+local mode = redis.call('hget', KEYS[1], 'mode')
+
+local function blocked()
+    if tonumber(ARGV[5]) > 0 then
+        redis.call('set', KEYS[4], owner, 'px', ARGV[5])
+    end
+    return {0, redis.call('pttl', KEYS[1])}
+end
+
+-- a reader other than the owner whose hold has not run out
+local function other_live_reader()
+    local fields = redis.call('hgetall', KEYS[1])
+    for i = 1, #fields, 2 do
+        local count = tonumber(fields[i + 1])
+        if fields[i] ~= 'mode' and fields[i] ~= owner and count then
+            for n = count, 1, -1 do
+                if redis.call('exists', KEYS[3] .. ':' .. fields[i] ..
+                              ':rwlock_timeout:' .. n) == 1 then
+                    return true
+                end
+            end
+        end
+    end
+    return false
+end
+
+if mode == false and redis.call('exists', KEYS[1]) == 1 then
+    return blocked()
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], field) == 0 then
+    return blocked()
+end
+if mode == 'read' and (redis.call('hexists', KEYS[1], owner) == 0 or
+                       other_live_reader()) then
+    return blocked()
+end
+
+local held = mode == 'write'
+local token
+if held then
+    token = tonumber(redis.call('get', KEYS[2])) or 0
+else
+    token = redis.call('incr', KEYS[2])
+    -- readers whose holds ran out no longer count (an upgrade passed them)
+    local fields = redis.call('hkeys', KEYS[1])
+    for _, f in ipairs(fields) do
+        if f ~= 'mode' and f ~= owner then
+            redis.call('hdel', KEYS[1], f)
+        end
+    end
+end
+redis.call('pexpire', KEYS[2], ARGV[4])
+redis.call('hset', KEYS[1], 'mode', 'write')
+if tonumber(redis.call('hget', KEYS[1], field) or 0) < tonumber(ARGV[3]) then
+    redis.call('hset', KEYS[1], field, ARGV[3])
+end
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+end
+if redis.call('get', KEYS[4]) == owner then
+    redis.call('del', KEYS[4])
+end
+return {1, token, held and 0 or 1}

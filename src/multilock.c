@@ -1,0 +1,250 @@
+/*
+ * multilock.c
+ *	  redis_lock_acquire_all(): several exclusive locks taken together, all
+ *	  or none. On one node (or one cluster slot) in one script, so nobody
+ *	  sees a part taken and a waiter holds nothing; across cluster slots one
+ *	  by one in a canonical order, giving back what the call took if one
+ *	  fails.
+ *
+ * src/multilock.c
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/timestamp.h"
+
+#include "lock_int.h"
+#include "redislock.h"
+#include "registry.h"
+#include "route.h"
+#include "scripts.h"
+
+/* One call: its locks (in canonical order) and the holds it asks for. */
+typedef struct MultiLock
+{
+	const RLAcquireRequest *req;
+	int			n;
+	LocalLock **locks;
+	int32	   *target;
+	int64		lease_ms;
+	int64	   *token;			/* filled when taken */
+	bool	   *fresh;
+} MultiLock;
+
+/* One try of acquire_all.lua; a->acquired, or a->pttl of the blocker. */
+static void
+attempt_all(void *arg, Attempt *a)
+{
+	MultiLock  *m = arg;
+	RLEval		e;
+	RLReply    *r;
+
+	memset(&e, 0, sizeof(e));
+	e.script = &rl_script_acquire_all;
+	e.nkeys = 2 * m->n;
+	e.nargs = 3 + m->n;
+	e.args[0] = rl_int64_arg(m->lease_ms);
+	e.args[1] = rl_owner_id();
+	e.args[2] = rl_token_ttl_arg(m->lease_ms);
+	for (int i = 0; i < m->n; i++)
+	{
+		e.keys[2 * i] = m->locks[i]->name;
+		e.keys[2 * i + 1] = token_key(m->locks[i]->name);
+		e.args[3 + i] = rl_int64_arg(m->target[i]);
+		rl_mark_dirty(m->locks[i]);
+	}
+	r = rl_eval_one(&e, RL_OP_ACQUIRE, m->req->name, NULL);
+	rl_expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
+								REDIS_REPLY_INTEGER) && r->elements >= 2 &&
+					(r->element[0]->integer == 0 ||
+					 r->elements == 1 + 2 * (size_t) m->n),
+					RL_OP_ACQUIRE, m->req->name);
+	for (int i = 0; i < m->n; i++)
+		rl_set_flags(m->locks[i], false, false);
+	memset(a, 0, sizeof(*a));
+	a->acquired = r->element[0]->integer == 1;
+	if (!a->acquired)
+	{
+		a->pttl = r->element[1]->integer;
+		return;
+	}
+	for (int i = 0; i < m->n; i++)
+	{
+		m->token[i] = r->element[1 + 2 * i]->integer;
+		m->fresh[i] = r->element[2 + 2 * i]->integer == 1;
+	}
+}
+
+/* All on one node: one script, and a wait on every name's channel. */
+static bool
+take_at_once(MultiLock *m)
+{
+	Attempt		a;
+	RLWait		w;
+	const char **channels = palloc(sizeof(char *) * m->n);
+
+	attempt_all(m, &a);
+	if (!a.acquired && m->req->wait_ms != 0)
+	{
+		for (int i = 0; i < m->n; i++)
+			channels[i] = channel_key(m->locks[i]->name);
+		memset(&w, 0, sizeof(w));
+		w.nchannels = m->n;
+		w.channels = channels;
+		w.attempt = attempt_all;
+		w.arg = m;
+		(void) rl_wait(&w, m->req, &a);
+	}
+	if (!a.acquired)
+		return false;
+	for (int i = 0; i < m->n; i++)
+	{
+		a.token = m->token[i];
+		a.fresh = m->fresh[i];
+		rl_record_hold(m->locks[i], m->req, m->lease_ms, &a);
+	}
+	return true;
+}
+
+/*
+ * Gives back what this call took of the first n locks: each goes back to
+ * the holds it had before (target - 1). With quiet (on the way out of an
+ * ERROR) Redis gets CLEANUP_MS at most and a failure is only logged. What
+ * could not be given back stays marked dirty: the next call or the worker
+ * settles it, and it is never counted as held.
+ */
+static void
+give_back(MultiLock *m, int n, bool quiet)
+{
+	int32	   *keep = palloc(sizeof(int32) * Max(n, 1));
+	int64	   *before = palloc(sizeof(int64) * Max(n, 1));
+	bool		done = true;
+
+	if (n == 0)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		keep[i] = m->target[i] - 1;
+		rl_mark_dirty(m->locks[i]);
+	}
+	if (quiet)
+	{
+		MemoryContext old = MemoryContextSwitchTo(rl_cleanup_context);
+
+		HOLD_INTERRUPTS();
+		rl_limit_waits(CLEANUP_MS);
+		done = rl_trim_in_redis(n, m->locks, keep, before, true);
+		rl_limit_waits(0);
+		RESUME_INTERRUPTS();
+		MemoryContextSwitchTo(old);
+		if (!done)
+			rl_hand_unsettled_to_worker();
+	}
+	else if (!rl_trim_in_redis(n, m->locks, keep, before, false))
+		rl_report(&rl_cmd_conn, ERROR);
+	if (!done)
+		return;
+	for (int i = 0; i < n; i++)
+		rl_set_flags(m->locks[i], false, false);
+}
+
+/*
+ * Across cluster slots: one by one in canonical order, so that two calls
+ * never wait for each other's locks in a cycle; the whole call shares one
+ * deadline. Holds are counted only once all are taken; whatever stops the
+ * call (timeout, ERROR, cancel) gives back those it took.
+ */
+static bool
+take_in_order(MultiLock *m)
+{
+	RLAcquireRequest one = *m->req;
+	TimestampTz deadline = DT_NOEND;
+	Attempt    *a = palloc0(sizeof(Attempt) * m->n);
+	volatile int taken = 0;
+
+	if (m->req->wait_ms > 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   m->req->wait_ms);
+	PG_TRY();
+	{
+		for (; taken < m->n; taken++)
+		{
+			if (m->req->wait_ms > 0)
+				one.wait_ms = Max((deadline - GetCurrentTimestamp()) / 1000, 1);
+			one.name = m->locks[taken]->name;
+			if (!rl_take_hold(m->locks[taken], &one, m->target[taken],
+							  &a[taken]))
+				break;
+		}
+	}
+	PG_CATCH();
+	{
+		give_back(m, taken, true);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (taken < m->n)
+	{
+		give_back(m, taken, false);
+		return false;
+	}
+	for (int i = 0; i < m->n; i++)
+		rl_record_hold(m->locks[i], m->req, m->lease_ms, &a[i]);
+	return true;
+}
+
+bool
+rl_lock_acquire_all(const RLAcquireRequest *req, int n,
+					const char *const *names)
+{
+	MultiLock	m;
+	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
+	volatile int nlocks = 0;
+	bool		taken = false;
+
+	rl_check_acquire(req);
+	if (rl_mode() == RL_MODE_REDLOCK)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("redis_lock_acquire_all() is not supported with Redlock"),
+				 errdetail("Several locks cannot be taken at once on independent masters, and taken one by one each would need its own majority and validity."),
+				 errhint("Take the locks one by one with redis_lock_acquire(), always in the same order.")));
+	rl_settle(false);
+	rl_register_exit_callback();
+	if (req->scope == RL_SCOPE_XACT)
+		rl_reserve_xact_holds(n);
+	m.req = req;
+	m.n = n;
+	m.lease_ms = lease_ms;
+	m.locks = palloc(sizeof(LocalLock *) * n);
+	m.target = palloc(sizeof(int32) * n);
+	m.token = palloc0(sizeof(int64) * n);
+	m.fresh = palloc0(sizeof(bool) * n);
+
+	/* Entries created for nothing must not keep their shared slots. */
+	PG_TRY();
+	{
+		for (; nlocks < n; nlocks++)
+		{
+			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, lease_ms);
+			m.target[nlocks] = total_holds(m.locks[nlocks]) + 1;
+			if (m.target[nlocks] > 1 && lease_ms > m.locks[nlocks]->lease_ms)
+				rl_registry_attempt(m.locks[nlocks]->slot, lease_ms);
+		}
+		if (rl_mode() != RL_MODE_CLUSTER || rl_same_slot(n, names))
+			taken = take_at_once(&m);
+		else
+			taken = take_in_order(&m);
+	}
+	PG_CATCH();
+	{
+		for (int i = 0; i < nlocks; i++)
+			rl_forget_if_unused(m.locks[i]);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!taken)
+		for (int i = 0; i < n; i++)
+			rl_forget_if_unused(m.locks[i]);
+	return taken;
+}
