@@ -67,6 +67,8 @@ for my $from (@released)
 		"$from: a lock is taken");
 	is($s->query("SELECT count(*) FROM redis_locks WHERE name = 'upgrade:$from'"), 1,
 		"$from: its redis_locks view works with the current library");
+	is($s->query("SELECT locked FROM redis_lock_status('upgrade:$from')"), 't',
+		"$from: its redis_lock_status works with the current library");
 	isnt(catalog($db), $want, "$from differs from $newest before the update");
 
 	$node->safe_psql($db, 'ALTER EXTENSION redislock UPDATE');
@@ -75,8 +77,15 @@ for my $from (@released)
 	my $got = catalog($db);
 	is($got, $want, "$from updated equals a fresh $newest install")
 	  or diag("fresh:\n$want\nupdated:\n$got");
+	is($s->query("SELECT locked::text || ' ' || coalesce(rw_mode, '-') FROM redis_lock_status('upgrade:$from')"),
+		'true -', "$from: redis_lock_status has its new column (none for an exclusive lock)");
 	is($s->query("SELECT kind || ' ' || hold_count FROM redis_locks WHERE name = 'upgrade:$from'"),
 		'lock 1', "$from: the hold taken before the update shows in the new view");
+	is($s->query("SELECT redis_read_lock_acquire('upgrade:rw:$from', '0', '1 min')"), 't',
+		"$from: the read locks of $newest work after the update");
+	is($s->query("SELECT kind || ' ' || rw_mode FROM redis_locks, redis_lock_status(name) WHERE name = 'upgrade:rw:$from'"),
+		'read read', "$from: ... as kind read in redis_locks and rw_mode read in redis_lock_status");
+	is($s->query("SELECT redis_read_lock_release('upgrade:rw:$from')"), 't', "$from: ... and are released");
 	is($s->query("SELECT redis_lock_release('upgrade:$from')"), 't', "$from: and is released");
 	$s->close;
 }
