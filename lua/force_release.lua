@@ -3,6 +3,9 @@
 -- KEYS[1]  lock hash <name>
 -- KEYS[2]  unlock channel redisson_lock__channel:{<name>}
 -- KEYS[3]  waiter queue redisson_lock_queue:{<name>}
+-- KEYS[4]  read-write lock channel redisson_rwlock:{<name>}: a read-write
+--          lock's waiters are woken there with "1" (every waiter, as
+--          Redisson's write forceUnlock)
 -- ARGV[1]  publish command: 'publish' or 'spublish' (see release.lua)
 -- Returns 1 when a lock was deleted, 0 when there was none. Refuses to delete
 -- a key that is not a lock hash: it belongs to something else.
@@ -13,7 +16,12 @@ end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock hash')
 end
+local rwlock = redis.call('hexists', KEYS[1], 'mode') == 1
 redis.call('del', KEYS[1])
+if rwlock then
+    redis.call(ARGV[1], KEYS[4], '1')
+    return 1
+end
 redis.call(ARGV[1], KEYS[2], '0')
 local head = redis.call('lindex', KEYS[3], 0)
 if head then

@@ -1136,10 +1136,11 @@ rl_lock_force_release(const char *name)
 	rl_settle(false);
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_force_release;
-	e.nkeys = 3;
+	e.nkeys = 4;
 	e.keys[0] = name;
 	e.keys[1] = channel_key(name);
 	e.keys[2] = queue_key(name);
+	e.keys[3] = rwlock_channel_key(name);
 	e.nargs = 1;
 	e.args[0] = rl_publish_command();
 	if (rl_mode() == RL_MODE_REDLOCK)

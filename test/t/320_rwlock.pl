@@ -177,6 +177,21 @@ sub mark   { $rc->cmd('GET', "redislock_rwlock_writer:{$_[0]}") }
 	is($rc->cmd('EXISTS', 'rw:6a') + $rc->cmd('EXISTS', 'rw:6b'), 0, 'nothing left in Redis');
 }
 
+# --- 7. force-release of a read-write lock wakes its waiters ----------------
+{
+	my $n = 'rw:7';
+	is($b->query("SELECT redis_write_lock_acquire('$n', '0', '10 min')"), 't', 'B writes rw:7 (10 min lease)');
+	$c->start("SELECT redis_read_lock_acquire('$n', NULL, '10 min')");
+	waits_ok($c, 'reader C');
+	until_ok('C subscribed', sub { numsub(FakeRedisson::rw_channel($n)) >= 1 });
+	is($a->query("SELECT redis_lock_force_release('$n')"), 't', 'A force-releases rw:7');
+	my ($v, $err) = $c->finish($T);
+	is($v, 't', 'C is woken and reads') or diag($err);
+	is($c->query("SELECT redis_read_lock_release('$n')"), 't', 'C releases');
+	is($b->query("SELECT redis_write_lock_release('$n')"), 'f', "B's release says false: its hold was taken away");
+	$b->notices;
+}
+
 is($obs->query('SELECT count(*) FROM redis_locks'), 0, 'redis_locks is empty at the end');
 $_->close for $a, $b, $c;
 no_crash_ok($node, 'read-write locks');
