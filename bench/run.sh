@@ -61,7 +61,7 @@ done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # bench/RESULTS.md: the targets first, then every workload's section.
-ORDER=(lockrate handoff reentry xact renewal memory tls)
+ORDER=(lockrate handoff reentry xact renewal memory tls rwlock)
 HEADER=$(mktemp)
 if [ "$ONLY_RESULTS" = 1 ] && [ -e "$ROOT/bench/RESULTS.md" ]; then
     sed '/^## Targets/,$d' "$ROOT/bench/RESULTS.md" > "$HEADER"   # keep the run's header

@@ -1,0 +1,123 @@
+# Read-write locks and multi-locks against the exclusive lock. plpgsql loops
+# in one backend (no client round trips), each a pair of calls:
+#   lock        redis_lock_acquire(n, '0') + redis_lock_release(n)   (anchor)
+#   read        redis_read_lock_acquire + redis_read_lock_release
+#   write       redis_write_lock_acquire + redis_write_lock_release
+#   all5        redis_lock_acquire_all(5 names, '0') + redis_lock_release_all()
+#   5 locks     five redis_lock_acquire + redis_lock_release_all() (what all5
+#               replaces)
+# watchdog leases, several rounds alternating; medians and ratios against
+# the lock pair of the same round.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::Bin;
+use BenchLib;
+use RedisLockTest;
+
+my $out = shift // 'RESULTS-rwlock.md';
+my $n = int(($ENV{REDISLOCK_BENCH_RWLOCK_LOOP} // 4000) * BenchLib::scale());
+my $rounds = $ENV{REDISLOCK_BENCH_ROUNDS} // 3;
+
+my $redis = RedisLockTest::Redis->new;
+my $node = RedisLockTest::node('bench_rwlock', $redis);
+$node->safe_psql('postgres', <<'SQL');
+CREATE FUNCTION bench_loop(kind text, n int) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+    names text[] := ARRAY['b:1', 'b:2', 'b:3', 'b:4', 'b:5'];
+BEGIN
+    FOR i IN 1 .. n LOOP
+        CASE kind
+        WHEN 'lock' THEN
+            IF NOT redis_lock_acquire('b:lock', '0') OR NOT redis_lock_release('b:lock') THEN
+                RAISE EXCEPTION 'lock pair failed';
+            END IF;
+        WHEN 'read' THEN
+            IF NOT redis_read_lock_acquire('b:read', '0') OR NOT redis_read_lock_release('b:read') THEN
+                RAISE EXCEPTION 'read pair failed';
+            END IF;
+        WHEN 'write' THEN
+            IF NOT redis_write_lock_acquire('b:write', '0') OR NOT redis_write_lock_release('b:write') THEN
+                RAISE EXCEPTION 'write pair failed';
+            END IF;
+        WHEN 'all5' THEN
+            IF NOT redis_lock_acquire_all(names, '0') OR redis_lock_release_all() <> 5 THEN
+                RAISE EXCEPTION 'all5 failed';
+            END IF;
+        WHEN 'each5' THEN
+            FOR j IN 1 .. 5 LOOP
+                IF NOT redis_lock_acquire(names[j], '0') THEN RAISE EXCEPTION 'each5 failed'; END IF;
+            END LOOP;
+            IF redis_lock_release_all() <> 5 THEN RAISE EXCEPTION 'each5 release failed'; END IF;
+        END CASE;
+    END LOOP;
+    RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6 / n;
+END $$;
+SQL
+my $s = RedisLockTest::Session->new($node);
+my $pid = $s->pid;
+my @kinds = qw(lock read write all5 each5);
+$s->query("SELECT bench_loop('$_', 200)") for @kinds;    # warm up: scripts loaded
+
+my %r;    # {kind} = [ {us, cpu, rcpu, calls} ... ]
+for my $round (1 .. $rounds)
+{
+	for my $kind (@kinds)
+	{
+		my ($c0, $r0, $k0) = (BenchLib::cpu_ns($pid), BenchLib::redis_cpu($redis), BenchLib::commandstats($redis));
+		my $us = $s->query("SELECT bench_loop('$kind', $n)");
+		my ($c1, $r1, $k1) = (BenchLib::cpu_ns($pid), BenchLib::redis_cpu($redis), BenchLib::commandstats($redis));
+		my $d = BenchLib::commandstats_delta($k0, $k1);
+		my $all = 0;
+		$all += $_ for values %$d;
+		push @{ $r{$kind} }, { us => $us, cpu => ($c1 - $c0) / 1e3 / $n,
+			rcpu => ($r1 - $r0) * 1e6 / $n, evalsha => ($d->{evalsha} // 0) / $n, all => $all / $n };
+		BenchLib::progress("round %d %-6s %.1f us/pair", $round, $kind, $us);
+	}
+}
+
+sub median
+{
+	my @v = sort { $a <=> $b } @_;
+	return $v[ int($#v / 2) ];
+}
+my %label = (lock => 'exclusive lock (anchor)', read => 'read lock', write => 'write lock',
+	all5 => 'redis_lock_acquire_all, 5 names', each5 => '5 × redis_lock_acquire');
+my (@rows, %med);
+for my $kind (@kinds)
+{
+	my $l = $r{$kind};
+	my %m = map { my $f = $_; $f => median(map { $_->{$f} } @$l) } qw(us cpu rcpu evalsha all);
+	my @ratio = map { $r{$kind}[$_]{us} / $r{lock}[$_]{us} } 0 .. $#$l;
+	$m{ratio} = median(@ratio);
+	$med{$kind} = \%m;
+	push @rows, [ $label{$kind}, sprintf('%.1f', $m{us}), join(' / ', map { sprintf('%.1f', $_->{us}) } @$l),
+		sprintf('%.2f×', $m{ratio}), sprintf('%.1f', $m{cpu}), sprintf('%.1f', $m{rcpu}),
+		sprintf('%.2f', $m{evalsha}), sprintf('%.1f', $m{all}) ];
+}
+
+open my $fh, '>', $out or die;
+print $fh <<"MD";
+## 10. Read-write locks and multi-locks
+
+Command: `bash bench/run.sh rwlock` (bench/rwlock.pl).
+@{[ BenchLib::machine($node, $redis) ]}
+
+One session, plpgsql loop of $n pairs (acquire with wait '0', watchdog lease,
+then release) per kind; $rounds rounds, alternating; the median is shown with
+each round's value. The ratio is against the exclusive-lock pair of the same
+round (median of the per-round ratios). "Redis commands" counts the
+commands the scripts run inside Redis as well.
+
+@{[ BenchLib::table(['pair', 'µs per pair (median)', 'each round', 'vs lock', 'backend CPU µs', 'Redis CPU µs', 'EVALSHA per pair', 'Redis commands per pair'], @rows) ]}
+A read pair costs @{[ sprintf('%.2f', $med{read}{ratio}) ]}× an exclusive pair and a write pair
+@{[ sprintf('%.2f', $med{write}{ratio}) ]}×: one round trip each way, like the exclusive lock; the
+read scripts also write and delete the hold's `rwlock_timeout` key and, on the
+last release, look at every reader's timeout keys, as Redisson's do.
+Taking 5 locks with `redis_lock_acquire_all` costs @{[ sprintf('%.2f', $med{all5}{ratio}) ]}× one exclusive pair,
+against @{[ sprintf('%.2f', $med{each5}{ratio}) ]}× for five separate acquisitions (one round trip
+instead of five; both release with one pipelined `redis_lock_release_all`).
+MD
+close $fh;
+BenchLib::progress("wrote %s", $out);
