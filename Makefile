@@ -6,6 +6,7 @@ OBJS = \
 	src/config.o \
 	src/conn.o \
 	src/fanout.o \
+	src/holds.o \
 	src/lock.o \
 	src/multilock.o \
 	src/pipeline.o \
@@ -24,6 +25,7 @@ OBJS = \
 	src/tls.o \
 	src/transport.o \
 	src/views.o \
+	src/wait.o \
 	src/worker.o \
 	src/xact.o
 

@@ -1,7 +1,9 @@
 /*
  * lock.c
- *	  Acquire, wait and release for one session, and its table of held
- *	  locks; transaction scopes and the session's end are in xact.c.
+ *	  Acquire and release for one session: the exclusive lock's scripts, the
+ *	  steps every primitive shares (attempt, wait, record, trim, settle).
+ *	  The table of holds is in holds.c, waiting in wait.c, transaction
+ *	  scopes and the session's end in xact.c.
  *
  * Redis holds the truth (hash field = our owner id, value = hold count); the
  * local table mirrors it. Every script takes the hold count we want Redis to
@@ -31,56 +33,6 @@
 #include "route.h"
 #include "scripts.h"
 
-HTAB	   *rl_local_locks = NULL;
-static int	npending = 0;		/* entries that are dirty or queued */
-MemoryContext rl_cleanup_context = NULL;
-static char owner_id[RL_OWNER_MAX];
-
-const char *
-rl_owner_id(void)
-{
-	if (owner_id[0] == '\0')
-		rl_registry_owner_id(owner_id, sizeof(owner_id));
-	return owner_id;
-}
-
-/*
- * The Redis keys of a lock besides the hash itself, named as Redisson's
- * prefixName() does: a name that has a "{" already carries its hash tag.
- * Built by copying, as they are needed on every call.
- */
-char *
-rl_prefixed_key(const char *prefix, const char *name)
-{
-	size_t		plen = strlen(prefix);
-	size_t		nlen = strlen(name);
-	bool		tagged = strchr(name, '{') != NULL;
-	char	   *key = palloc(plen + nlen + 4);
-	char	   *p = key;
-
-	memcpy(p, prefix, plen);
-	p += plen;
-	*p++ = ':';
-	if (!tagged)
-		*p++ = '{';
-	memcpy(p, name, nlen);
-	p += nlen;
-	if (!tagged)
-		*p++ = '}';
-	*p = '\0';
-	return key;
-}
-
-/*
- * The release mark of an owner (Redlock): written by its release, checked
- * before a hold is put back on a master that lost it.
- */
-char *
-rl_released_key(const char *name, const char *owner)
-{
-	return psprintf("%s:%s", rl_prefixed_key("redislock_released", name), owner);
-}
-
 /*
  * How long a release mark lives at least: longer than any request of the
  * worker can take (connect and command timeouts at their maximum, with
@@ -96,200 +48,6 @@ owner_channel_key(const char *name)
 	return psprintf("%s:%s", channel_key(name), rl_owner_id());
 }
 
-static void
-ensure_local_table(void)
-{
-	HASHCTL		ctl;
-
-	if (rl_local_locks)
-		return;
-	ctl.keysize = offsetof(LocalLock, kind) + sizeof(uint8);
-	ctl.entrysize = sizeof(LocalLock);
-	rl_local_locks = hash_create("redislock held locks", 16, &ctl,
-								 HASH_ELEM | HASH_BLOBS);
-	rl_cleanup_context = AllocSetContextCreate(TopMemoryContext,
-											   "redislock cleanup",
-											   ALLOCSET_SMALL_SIZES);
-}
-
-/* The hash key of a lock: its name, zero-padded, and its kind. */
-static void
-local_key(LocalLock *key, const char *name, RLKind kind)
-{
-	memset(key->name, 0, sizeof(key->name));
-	strlcpy(key->name, name, sizeof(key->name));
-	key->kind = (uint8) kind;
-}
-
-static LocalLock *
-local_find(const char *name, RLKind kind)
-{
-	LocalLock	key;
-
-	ensure_local_table();
-	local_key(&key, name, kind);
-	return hash_search(rl_local_locks, &key, HASH_FIND, NULL);
-}
-
-/* "Redis lock", "Redis read lock" or "Redis write lock", for messages */
-const char *
-rl_kind_noun(RLKind kind)
-{
-	switch (kind)
-	{
-		case RL_KIND_READ:
-			return "Redis read lock";
-		case RL_KIND_WRITE:
-			return "Redis write lock";
-		case RL_KIND_LOCK:
-			break;
-	}
-	return "Redis lock";
-}
-
-/*
- * One name is either an exclusive lock or a read-write lock in Redis (the
- * layouts differ): a session that holds it as one cannot take it as the
- * other.
- */
-static void
-check_layout(const char *name, RLKind kind)
-{
-	bool		rw = kind != RL_KIND_LOCK;
-	LocalLock  *other = rw ? local_find(name, RL_KIND_LOCK) :
-		local_find(name, RL_KIND_READ);
-
-	if (other == NULL && !rw)
-		other = local_find(name, RL_KIND_WRITE);
-	if (other != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this session uses \"%s\" as a %s", name,
-						rw ? "Redis lock" : "Redis read-write lock"),
-				 errdetail("A name is either an exclusive lock or a read-write lock in Redis, not both."),
-				 errhint("Release it first, or use another name.")));
-}
-
-/*
- * Finds or creates the entry of a lock. A new entry gets its shared slot
- * first, so that a full table fails before anything reaches Redis; one
- * session may only have so many, so that it cannot take the whole table.
- * The slot knows the lease asked for, in case the outcome is never learnt.
- */
-LocalLock *
-rl_local_get(const char *name, RLKind kind, int64 lease_ms)
-{
-	LocalLock  *ll = local_find(name, kind);
-	LocalLock	key;
-	uint32		generation = 0;
-	int			slot;
-
-	if (ll != NULL)
-		return ll;
-	check_layout(name, kind);
-	if (hash_get_num_entries(rl_local_locks) >= rl_max_locks_per_session)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many Redis locks in this session"),
-				 errdetail("This session already holds or waits for %ld distinct Redis locks; redislock.max_locks_per_session is %d.",
-						   hash_get_num_entries(rl_local_locks), rl_max_locks_per_session),
-				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
-	slot = rl_registry_reserve(kind, name, rl_owner_id(), lease_ms, &generation);
-	local_key(&key, name, kind);
-	ll = hash_search(rl_local_locks, &key, HASH_ENTER, NULL);
-	ll->session_holds = 0;
-	ll->xact_holds = 0;
-	ll->dirty = false;
-	ll->queued = false;
-	ll->releasing = false;
-	ll->unsettled = false;
-	ll->epoch = 0;
-	ll->watchdog = false;
-	ll->fair = false;
-	ll->lease_ms = 0;
-	ll->token = 0;
-	ll->acquired_at = 0;
-	ll->slot = slot;
-	ll->generation = generation;
-	return ll;
-}
-
-void
-rl_forget_if_unused(LocalLock *ll)
-{
-	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
-	{
-		rl_registry_free(ll->slot, ll->generation);
-		hash_search(rl_local_locks, ll, HASH_REMOVE, NULL);
-	}
-}
-
-/* Shows the worker and the redis_locks view what we now hold of ll. */
-void
-rl_publish(LocalLock *ll, bool fresh, bool renewed)
-{
-	RLSlotInfo	info;
-
-	if (ll->slot < 0)
-		return;
-	info.session_holds = ll->session_holds;
-	info.xact_holds = ll->xact_holds;
-	info.fair = ll->fair;
-	info.watchdog = ll->watchdog;
-	info.lease_ms = ll->lease_ms;
-	info.token = ll->token;
-	info.acquired_at = ll->acquired_at;
-	info.fresh = fresh;
-	info.renewed = renewed;
-	info.masters = (int16) ll->masters;
-	ll->epoch = rl_registry_publish(ll->slot, &info);
-}
-
-/* Sets ll's flags, keeping count of entries that need settling. */
-void
-rl_set_flags(LocalLock *ll, bool dirty, bool queued)
-{
-	npending += (int) (dirty || queued) - (int) (ll->dirty || ll->queued);
-	ll->dirty = dirty;
-	ll->queued = queued;
-}
-
-void
-rl_mark_dirty(LocalLock *ll)
-{
-	rl_set_flags(ll, true, ll->queued);
-}
-
-char *
-rl_int64_arg(int64 v)
-{
-	char	   *buf = palloc(MAXINT8LEN + 1);
-
-	pg_lltoa(v, buf);
-	return buf;
-}
-
-/*
- * How long a fencing counter lives after an acquisition, in ms: never less
- * than the lease, so that it cannot expire under a fixed-lease hold.
- */
-char *
-rl_token_ttl_arg(int64 lease_ms)
-{
-	return rl_int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
-}
-
-/* A reply that is not what our script returns: not a Redis we understand. */
-void
-rl_expect_reply(bool ok, RLOp op, const char *name)
-{
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 rl_op_errmsg(op, name),
-				 errdetail_internal("Redis server \"%s\" gave a reply redislock's script does not give.",
-									rl_server_desc())));
-}
 
 /*
  * Fills e with a call of release.lua: trim owner's holds of the lock to keep
@@ -483,7 +241,7 @@ rl_settle(bool quiet)
 	LocalLock **locks;
 	int			n = 0;
 
-	if (npending == 0)
+	if (!rl_holds_pending())
 		return;
 	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(rl_local_locks), 1));
 	hash_seq_init(&seq, rl_local_locks);
@@ -504,7 +262,7 @@ rl_hand_unsettled_to_worker(void)
 	HASH_SEQ_STATUS seq;
 	LocalLock  *ll;
 
-	if (npending == 0)
+	if (!rl_holds_pending())
 		return;
 	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
@@ -666,40 +424,6 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 }
 
 /*
- * When to retry if no unlock message comes: when the holder's lease runs
- * out (only the queue head can use that in fair mode), at the latest when
- * our place (fair queue entry, waiting writer's mark) needs renewing, and
- * never after the deadline.
- */
-static TimestampTz
-next_retry(const Attempt *a, bool fair, bool has_place, TimestampTz deadline)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz wake = deadline;
-
-	if (a->pttl >= 0 && (!fair || a->head))
-		wake = Min(wake, TimestampTzPlusMilliseconds(now, a->pttl));
-	if (a->pttl == -2 && !fair)
-		wake = now;
-	if (has_place)
-		wake = Min(wake, TimestampTzPlusMilliseconds(now, rl_fair_wait_timeout / 3));
-	return wake;
-}
-
-/* Sleeps until then, or less if interrupted; for when no message can come. */
-static void
-sleep_until(TimestampTz until)
-{
-	long		ms = (long) ((until - GetCurrentTimestamp()) / 1000);
-
-	if (ms > 0)
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 ms, PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
-}
-
-/*
  * Gives up this session's place after an interrupted wait: its fair queue
  * entry, or its mark as a waiting writer. Never throws.
  */
@@ -735,85 +459,6 @@ give_up_place_quietly(LocalLock *ll)
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(rl_cleanup_context);
 	RESUME_INTERRUPTS();
-}
-
-/*
- * The wait engine: subscribe to the channels where releases are announced
- * first, then try, then sleep until a message, the blocker's lease end, the
- * refresh of our place or our deadline. Subscribing before retrying is what
- * rules out a lost wake-up. Returns whether w->attempt took it; on a
- * timeout or an ERROR, w->give_up (if any) first gives back our place.
- */
-bool
-rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
-{
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz deadline = DT_NOEND;
-	bool		by_lock_timeout = false;
-	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
-	volatile bool acquired = false;
-
-	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
-		deadline = TimestampTzPlusMilliseconds(start, req->wait_ms);
-	else if (req->wait_ms < 0 && LockTimeout > 0)
-	{
-		deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
-		by_lock_timeout = true;
-	}
-
-	PG_TRY();
-	{
-		for (;;)
-		{
-			if (redlock)
-				(void) rl_redlock_subscribe(w->channels[0]);
-			else if (!rl_sub_conn.subscribed &&
-					 !rl_route_subscribe(w->nchannels, w->channels))
-				rl_report(&rl_sub_conn, ERROR);
-			w->attempt(w->arg, a);
-			if (a->acquired)
-			{
-				acquired = true;
-				break;
-			}
-			if (GetCurrentTimestamp() >= deadline)
-				break;
-			if (!redlock)
-				(void) rl_wait_message(&rl_sub_conn,
-									   next_retry(a, w->fair, w->has_place, deadline));
-			else if (rl_redlock_wait_message(next_retry(a, false, false, deadline)) < 0)
-				sleep_until(next_retry(a, false, false, deadline));
-		}
-	}
-	PG_CATCH();
-	{
-		rl_disconnect(&rl_sub_conn);
-		rl_redlock_unsubscribe(true);
-		if (w->give_up)
-			w->give_up(w->arg);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	if (redlock)
-		rl_redlock_unsubscribe(false);
-	else
-		rl_unsubscribe(&rl_sub_conn);
-	rl_stat_add(RL_STAT_WAITS, 1);
-	rl_stat_add(RL_STAT_WAIT_TIME_MS,
-				(GetCurrentTimestamp() - start) / 1000);
-	if (!acquired)
-	{
-		rl_stat_add(RL_STAT_TIMEOUTS, 1);
-		if (w->give_up)
-			w->give_up(w->arg);
-	}
-	if (!acquired && by_lock_timeout)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not obtain Redis lock \"%s\"", req->name),
-				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
-	return acquired;
 }
 
 /* One lock's wait: what rl_wait() calls back. */
@@ -1032,7 +677,7 @@ rl_lock_acquire(const RLAcquireRequest *req)
 bool
 rl_lock_release(const char *name, RLKind kind)
 {
-	LocalLock  *ll = local_find(name, kind);
+	LocalLock  *ll = rl_local_find(name, kind);
 	int32		keep;
 	int64		before;
 	bool		again;
@@ -1167,11 +812,11 @@ rl_lock_force_release(const char *name)
 bool
 rl_lock_fencing_token(const char *name, int64 *token)
 {
-	LocalLock  *ll = local_find(name, RL_KIND_LOCK);
+	LocalLock  *ll = rl_local_find(name, RL_KIND_LOCK);
 
 	/* a write hold is fenced like an exclusive lock; read holds are not */
 	if (ll == NULL)
-		ll = local_find(name, RL_KIND_WRITE);
+		ll = rl_local_find(name, RL_KIND_WRITE);
 
 	if (ll == NULL || total_holds(ll) == 0 || rl_registry_is_lost(ll->slot))
 		return false;

@@ -76,7 +76,7 @@ typedef struct RLWait
 	bool		has_place;		/* a place to refresh while waiting */
 } RLWait;
 
-/* lock.c: the session's table of held locks, keyed by name and kind */
+/* holds.c: the session's table of held locks, keyed by name and kind */
 extern HTAB *rl_local_locks;
 extern MemoryContext rl_cleanup_context;
 
@@ -113,12 +113,20 @@ is_array_of(const RLReply *r, size_t n, int type)
 	return true;
 }
 
+/* holds.c: the session's table */
+extern LocalLock *rl_local_find(const char *name, RLKind kind);
+extern LocalLock *rl_local_get(const char *name, RLKind kind, int64 lease_ms);
+extern void rl_forget_if_unused(LocalLock *ll);
+extern const char *rl_kind_noun(RLKind kind);
 extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
 extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
 extern void rl_mark_dirty(LocalLock *ll);
+extern bool rl_holds_pending(void);
 extern char *rl_int64_arg(int64 v);
 extern char *rl_token_ttl_arg(int64 lease_ms);
 extern void rl_expect_reply(bool ok, RLOp op, const char *name);
+
+/* lock.c: the engine's Redis side */
 extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
 							 int64 *before, bool quiet);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
@@ -126,6 +134,15 @@ extern void rl_hand_unsettled_to_worker(void);
 extern void rl_settle(bool quiet);
 extern RLReply *rl_eval_one(const RLEval *e, RLOp op,
 							const char *name, LocalLock *pending);
+extern void rl_check_acquire(const RLAcquireRequest *req);
+extern bool rl_take_hold(LocalLock *ll, const RLAcquireRequest *req,
+						 int32 target, Attempt *a);
+extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,
+						   int64 lease_ms, const Attempt *a);
+
+/* wait.c */
+extern bool rl_wait(const RLWait *w, const RLAcquireRequest *req,
+					Attempt *a);
 
 /* rwlock.c: the scripts of read and write holds */
 #define rwlock_channel_key(name) rl_prefixed_key("redisson_rwlock", (name))
@@ -137,18 +154,6 @@ extern void rl_rw_renew_eval(RLEval *e, RLKind kind, const char *name,
 							 const char *owner, int64 lease_ms);
 extern void rl_rw_withdraw_eval(RLEval *e, const char *name);
 extern const char *rl_hold_field(RLKind kind, const char *owner);
-
-/* lock.c, for multilock.c */
-extern bool rl_wait(const RLWait *w, const RLAcquireRequest *req,
-					Attempt *a);
-extern void rl_check_acquire(const RLAcquireRequest *req);
-extern bool rl_take_hold(LocalLock *ll, const RLAcquireRequest *req,
-						 int32 target, Attempt *a);
-extern const char *rl_kind_noun(RLKind kind);
-extern LocalLock *rl_local_get(const char *name, RLKind kind, int64 lease_ms);
-extern void rl_forget_if_unused(LocalLock *ll);
-extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,
-						   int64 lease_ms, const Attempt *a);
 
 /* redlock.c */
 extern void rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target,

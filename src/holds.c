@@ -1,0 +1,273 @@
+/*
+ * holds.c
+ *	  The session's table of the holds it has (keyed by name and kind), what
+ *	  it publishes of them in the shared registry, its owner id, and the key
+ *	  names and script arguments every primitive uses.
+ *
+ * src/holds.c
+ */
+#include "postgres.h"
+
+#include <hiredis/hiredis.h>
+
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "conn.h"
+#include "lock_int.h"
+#include "redislock.h"
+#include "registry.h"
+#include "route.h"
+
+HTAB	   *rl_local_locks = NULL;
+static int	npending = 0;		/* entries that are dirty or queued */
+MemoryContext rl_cleanup_context = NULL;
+static char owner_id[RL_OWNER_MAX];
+
+const char *
+rl_owner_id(void)
+{
+	if (owner_id[0] == '\0')
+		rl_registry_owner_id(owner_id, sizeof(owner_id));
+	return owner_id;
+}
+
+/*
+ * The Redis keys of a lock besides the hash itself, named as Redisson's
+ * prefixName() does: a name that has a "{" already carries its hash tag.
+ * Built by copying, as they are needed on every call.
+ */
+char *
+rl_prefixed_key(const char *prefix, const char *name)
+{
+	size_t		plen = strlen(prefix);
+	size_t		nlen = strlen(name);
+	bool		tagged = strchr(name, '{') != NULL;
+	char	   *key = palloc(plen + nlen + 4);
+	char	   *p = key;
+
+	memcpy(p, prefix, plen);
+	p += plen;
+	*p++ = ':';
+	if (!tagged)
+		*p++ = '{';
+	memcpy(p, name, nlen);
+	p += nlen;
+	if (!tagged)
+		*p++ = '}';
+	*p = '\0';
+	return key;
+}
+
+/*
+ * The release mark of an owner (Redlock): written by its release, checked
+ * before a hold is put back on a master that lost it.
+ */
+char *
+rl_released_key(const char *name, const char *owner)
+{
+	return psprintf("%s:%s", rl_prefixed_key("redislock_released", name), owner);
+}
+
+static void
+ensure_local_table(void)
+{
+	HASHCTL		ctl;
+
+	if (rl_local_locks)
+		return;
+	ctl.keysize = offsetof(LocalLock, kind) + sizeof(uint8);
+	ctl.entrysize = sizeof(LocalLock);
+	rl_local_locks = hash_create("redislock held locks", 16, &ctl,
+								 HASH_ELEM | HASH_BLOBS);
+	rl_cleanup_context = AllocSetContextCreate(TopMemoryContext,
+											   "redislock cleanup",
+											   ALLOCSET_SMALL_SIZES);
+}
+
+/* The hash key of a lock: its name, zero-padded, and its kind. */
+static void
+local_key(LocalLock *key, const char *name, RLKind kind)
+{
+	memset(key->name, 0, sizeof(key->name));
+	strlcpy(key->name, name, sizeof(key->name));
+	key->kind = (uint8) kind;
+}
+
+LocalLock *
+rl_local_find(const char *name, RLKind kind)
+{
+	LocalLock	key;
+
+	ensure_local_table();
+	local_key(&key, name, kind);
+	return hash_search(rl_local_locks, &key, HASH_FIND, NULL);
+}
+
+/* "Redis lock", "Redis read lock" or "Redis write lock", for messages */
+const char *
+rl_kind_noun(RLKind kind)
+{
+	switch (kind)
+	{
+		case RL_KIND_READ:
+			return "Redis read lock";
+		case RL_KIND_WRITE:
+			return "Redis write lock";
+		case RL_KIND_LOCK:
+			break;
+	}
+	return "Redis lock";
+}
+
+/*
+ * One name is either an exclusive lock or a read-write lock in Redis (the
+ * layouts differ): a session that holds it as one cannot take it as the
+ * other.
+ */
+static void
+check_layout(const char *name, RLKind kind)
+{
+	bool		rw = kind != RL_KIND_LOCK;
+	LocalLock  *other = rw ? rl_local_find(name, RL_KIND_LOCK) :
+		rl_local_find(name, RL_KIND_READ);
+
+	if (other == NULL && !rw)
+		other = rl_local_find(name, RL_KIND_WRITE);
+	if (other != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this session uses \"%s\" as a %s", name,
+						rw ? "Redis lock" : "Redis read-write lock"),
+				 errdetail("A name is either an exclusive lock or a read-write lock in Redis, not both."),
+				 errhint("Release it first, or use another name.")));
+}
+
+/*
+ * Finds or creates the entry of a lock. A new entry gets its shared slot
+ * first, so that a full table fails before anything reaches Redis; one
+ * session may only have so many, so that it cannot take the whole table.
+ * The slot knows the lease asked for, in case the outcome is never learnt.
+ */
+LocalLock *
+rl_local_get(const char *name, RLKind kind, int64 lease_ms)
+{
+	LocalLock  *ll = rl_local_find(name, kind);
+	LocalLock	key;
+	uint32		generation = 0;
+	int			slot;
+
+	if (ll != NULL)
+		return ll;
+	check_layout(name, kind);
+	if (hash_get_num_entries(rl_local_locks) >= rl_max_locks_per_session)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many Redis locks in this session"),
+				 errdetail("This session already holds or waits for %ld distinct Redis locks; redislock.max_locks_per_session is %d.",
+						   hash_get_num_entries(rl_local_locks), rl_max_locks_per_session),
+				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
+	slot = rl_registry_reserve(kind, name, rl_owner_id(), lease_ms, &generation);
+	local_key(&key, name, kind);
+	ll = hash_search(rl_local_locks, &key, HASH_ENTER, NULL);
+	ll->session_holds = 0;
+	ll->xact_holds = 0;
+	ll->dirty = false;
+	ll->queued = false;
+	ll->releasing = false;
+	ll->unsettled = false;
+	ll->epoch = 0;
+	ll->watchdog = false;
+	ll->fair = false;
+	ll->lease_ms = 0;
+	ll->token = 0;
+	ll->acquired_at = 0;
+	ll->slot = slot;
+	ll->generation = generation;
+	return ll;
+}
+
+void
+rl_forget_if_unused(LocalLock *ll)
+{
+	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
+	{
+		rl_registry_free(ll->slot, ll->generation);
+		hash_search(rl_local_locks, ll, HASH_REMOVE, NULL);
+	}
+}
+
+/* Shows the worker and the redis_locks view what we now hold of ll. */
+void
+rl_publish(LocalLock *ll, bool fresh, bool renewed)
+{
+	RLSlotInfo	info;
+
+	if (ll->slot < 0)
+		return;
+	info.session_holds = ll->session_holds;
+	info.xact_holds = ll->xact_holds;
+	info.fair = ll->fair;
+	info.watchdog = ll->watchdog;
+	info.lease_ms = ll->lease_ms;
+	info.token = ll->token;
+	info.acquired_at = ll->acquired_at;
+	info.fresh = fresh;
+	info.renewed = renewed;
+	info.masters = (int16) ll->masters;
+	ll->epoch = rl_registry_publish(ll->slot, &info);
+}
+
+/* Sets ll's flags, keeping count of entries that need settling. */
+void
+rl_set_flags(LocalLock *ll, bool dirty, bool queued)
+{
+	npending += (int) (dirty || queued) - (int) (ll->dirty || ll->queued);
+	ll->dirty = dirty;
+	ll->queued = queued;
+}
+
+void
+rl_mark_dirty(LocalLock *ll)
+{
+	rl_set_flags(ll, true, ll->queued);
+}
+
+char *
+rl_int64_arg(int64 v)
+{
+	char	   *buf = palloc(MAXINT8LEN + 1);
+
+	pg_lltoa(v, buf);
+	return buf;
+}
+
+/*
+ * How long a fencing counter lives after an acquisition, in ms: never less
+ * than the lease, so that it cannot expire under a fixed-lease hold.
+ */
+char *
+rl_token_ttl_arg(int64 lease_ms)
+{
+	return rl_int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
+}
+
+/* A reply that is not what our script returns: not a Redis we understand. */
+void
+rl_expect_reply(bool ok, RLOp op, const char *name)
+{
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 rl_op_errmsg(op, name),
+				 errdetail_internal("Redis server \"%s\" gave a reply redislock's script does not give.",
+									rl_server_desc())));
+}
+
+/* Are entries dirty or queued, so that Redis may need settling? */
+bool
+rl_holds_pending(void)
+{
+	return npending > 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * wait.c
+ *	  The wait engine every primitive uses: subscribe where releases are
+ *	  announced, try, sleep until a message, the blocker's lease end, the
+ *	  refresh of our place or the deadline; try again.
+ *
+ * src/wait.c
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "conn.h"
+#include "lock_int.h"
+#include "redislock.h"
+#include "registry.h"
+#include "route.h"
+
+/*
+ * When to retry if no unlock message comes: when the holder's lease runs
+ * out (only the queue head can use that in fair mode), at the latest when
+ * our place (fair queue entry, waiting writer's mark) needs renewing, and
+ * never after the deadline.
+ */
+static TimestampTz
+next_retry(const Attempt *a, bool fair, bool has_place, TimestampTz deadline)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz wake = deadline;
+
+	if (a->pttl >= 0 && (!fair || a->head))
+		wake = Min(wake, TimestampTzPlusMilliseconds(now, a->pttl));
+	if (a->pttl == -2 && !fair)
+		wake = now;
+	if (has_place)
+		wake = Min(wake, TimestampTzPlusMilliseconds(now, rl_fair_wait_timeout / 3));
+	return wake;
+}
+
+/* Sleeps until then, or less if interrupted; for when no message can come. */
+static void
+sleep_until(TimestampTz until)
+{
+	long		ms = (long) ((until - GetCurrentTimestamp()) / 1000);
+
+	if (ms > 0)
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * The wait engine: subscribe to the channels where releases are announced
+ * first, then try, then sleep until a message, the blocker's lease end, the
+ * refresh of our place or our deadline. Subscribing before retrying is what
+ * rules out a lost wake-up. Returns whether w->attempt took it; on a
+ * timeout or an ERROR, w->give_up (if any) first gives back our place.
+ */
+bool
+rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline = DT_NOEND;
+	bool		by_lock_timeout = false;
+	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
+	volatile bool acquired = false;
+
+	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
+		deadline = TimestampTzPlusMilliseconds(start, req->wait_ms);
+	else if (req->wait_ms < 0 && LockTimeout > 0)
+	{
+		deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
+		by_lock_timeout = true;
+	}
+
+	PG_TRY();
+	{
+		for (;;)
+		{
+			if (redlock)
+				(void) rl_redlock_subscribe(w->channels[0]);
+			else if (!rl_sub_conn.subscribed &&
+					 !rl_route_subscribe(w->nchannels, w->channels))
+				rl_report(&rl_sub_conn, ERROR);
+			w->attempt(w->arg, a);
+			if (a->acquired)
+			{
+				acquired = true;
+				break;
+			}
+			if (GetCurrentTimestamp() >= deadline)
+				break;
+			if (!redlock)
+				(void) rl_wait_message(&rl_sub_conn,
+									   next_retry(a, w->fair, w->has_place, deadline));
+			else if (rl_redlock_wait_message(next_retry(a, false, false, deadline)) < 0)
+				sleep_until(next_retry(a, false, false, deadline));
+		}
+	}
+	PG_CATCH();
+	{
+		rl_disconnect(&rl_sub_conn);
+		rl_redlock_unsubscribe(true);
+		if (w->give_up)
+			w->give_up(w->arg);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (redlock)
+		rl_redlock_unsubscribe(false);
+	else
+		rl_unsubscribe(&rl_sub_conn);
+	rl_stat_add(RL_STAT_WAITS, 1);
+	rl_stat_add(RL_STAT_WAIT_TIME_MS,
+				(GetCurrentTimestamp() - start) / 1000);
+	if (!acquired)
+	{
+		rl_stat_add(RL_STAT_TIMEOUTS, 1);
+		if (w->give_up)
+			w->give_up(w->arg);
+	}
+	if (!acquired && by_lock_timeout)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not obtain Redis lock \"%s\"", req->name),
+				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
+	return acquired;
+}
