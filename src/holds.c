@@ -105,20 +105,20 @@ rl_local_find(const char *name, RLKind kind)
 	return hash_search(rl_local_locks, &key, HASH_FIND, NULL);
 }
 
-/* "Redis lock", "Redis read lock" or "Redis write lock", for messages */
-const char *
-rl_kind_noun(RLKind kind)
+/* The behaviour of a kind of hold. */
+const RLPrimitive *
+rl_primitive(RLKind kind)
 {
 	switch (kind)
 	{
 		case RL_KIND_READ:
-			return "Redis read lock";
+			return &rl_read_primitive;
 		case RL_KIND_WRITE:
-			return "Redis write lock";
+			return &rl_write_primitive;
 		case RL_KIND_LOCK:
 			break;
 	}
-	return "Redis lock";
+	return &rl_lock_primitive;
 }
 
 /*

@@ -41,11 +41,23 @@
  */
 #define RELEASE_MARK_MIN_MS (2 * (RL_MAX_CONNECT_TIMEOUT_MS + RL_MAX_COMMAND_TIMEOUT_MS))
 
-/* Where a fair waiter is woken: Redisson's "<channel>:<owner id>". */
+/*
+ * Where a waiter is woken: the unlock channel, or for a fair waiter
+ * Redisson's "<channel>:<owner id>".
+ */
 static char *
-owner_channel_key(const char *name)
+lock_channel(const char *name, bool fair)
 {
-	return psprintf("%s:%s", channel_key(name), rl_owner_id());
+	if (fair)
+		return psprintf("%s:%s", channel_key(name), rl_owner_id());
+	return channel_key(name);
+}
+
+/* An exclusive hold is the field of its owner id. */
+static const char *
+lock_field(const char *owner)
+{
+	return owner;
 }
 
 
@@ -55,15 +67,10 @@ owner_channel_key(const char *name)
  * of a watchdog-mode hold (mark_ms: its lease, else 0) leaves the owner's
  * release mark, so that no renewal under way can put the hold back.
  */
-void
-rl_release_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
-				int32 keep, bool leave, int64 mark_ms)
+static void
+lock_release_eval(RLEval *e, const char *name, const char *owner,
+				  int32 keep, bool leave, int64 mark_ms)
 {
-	if (kind != RL_KIND_LOCK)
-	{
-		rl_rw_release_eval(e, kind, name, owner, keep);
-		return;
-	}
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_release;
 	e->nkeys = 4;
@@ -90,15 +97,10 @@ rl_release_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
  * With restore (Redlock), a master that lost the hold while the lock is
  * free there gets it back with holds.
  */
-void
-rl_renew_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
-			  int64 lease_ms, int32 holds, bool restore)
+static void
+lock_renew_eval(RLEval *e, const char *name, const char *owner,
+				int64 lease_ms, int32 holds, bool restore)
 {
-	if (kind != RL_KIND_LOCK)
-	{
-		rl_rw_renew_eval(e, kind, name, owner, lease_ms);
-		return;
-	}
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_renew;
 	e->nkeys = 1;
@@ -377,6 +379,35 @@ lock_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 	}
 }
 
+const RLPrimitive rl_lock_primitive = {
+	.label = "lock",
+	.noun = "Redis lock",
+	.waiter_place = false,
+	.redlock = true,
+	.acquire = lock_acquire_eval,
+	.release = lock_release_eval,
+	.renew = lock_renew_eval,
+	.withdraw = NULL,
+	.channel = lock_channel,
+	.field = lock_field,
+};
+
+/* A trim of owner's holds of one kind to keep (see the primitives). */
+void
+rl_release_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
+				int32 keep, bool leave, int64 mark_ms)
+{
+	rl_primitive(kind)->release(e, name, owner, keep, leave, mark_ms);
+}
+
+/* The watchdog's renewal of one hold (see the primitives). */
+void
+rl_renew_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
+			  int64 lease_ms, int32 holds, bool restore)
+{
+	rl_primitive(kind)->renew(e, name, owner, lease_ms, holds, restore);
+}
+
 /*
  * Runs one acquisition attempt; raises on failure. With enqueue, a waiter
  * that must wait keeps its place: in the fair queue, or as a writer that
@@ -395,11 +426,7 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 		return;
 	}
 	memset(&e, 0, sizeof(e));
-	if (ll->kind == RL_KIND_LOCK)
-		lock_acquire_eval(&e, ll, lease_ms, target, fair, enqueue);
-	else
-		rl_rw_acquire_eval(&e, ll, lease_ms, target,
-						   enqueue ? rl_fair_wait_timeout : 0);
+	rl_primitive(ll->kind)->acquire(&e, ll, lease_ms, target, fair, enqueue);
 
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	rl_mark_dirty(ll);
@@ -443,9 +470,9 @@ give_up_place_quietly(LocalLock *ll)
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
-		if (ll->kind == RL_KIND_WRITE)
+		if (rl_primitive(ll->kind)->withdraw)
 		{
-			rl_rw_withdraw_eval(&e, ll->name);
+			rl_primitive(ll->kind)->withdraw(&e, ll->name);
 			(void) rl_run(1, &e, &r);
 		}
 		else if (rl_trim_in_redis(1, &ll, &keep, &before, true))
@@ -476,7 +503,7 @@ lock_wait_attempt(void *arg, Attempt *a)
 	LockWait   *lw = arg;
 
 	attempt(lw->ll, lw->lease_ms, lw->target, lw->fair,
-			lw->fair || lw->ll->kind == RL_KIND_WRITE, a);
+			lw->fair || rl_primitive(lw->ll->kind)->waiter_place, a);
 }
 
 static void
@@ -484,7 +511,7 @@ lock_wait_give_up(void *arg)
 {
 	LockWait   *lw = arg;
 
-	if (lw->ll->queued || lw->ll->kind == RL_KIND_WRITE)
+	if (lw->ll->queued || rl_primitive(lw->ll->kind)->waiter_place)
 		give_up_place_quietly(lw->ll);
 }
 
@@ -493,23 +520,18 @@ static bool
 wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 			  int64 lease_ms, int32 target, Attempt *a)
 {
+	const RLPrimitive *prim = rl_primitive(ll->kind);
 	LockWait	lw = {ll, lease_ms, target, req->fair};
-	const char *channel;
+	const char *channel = prim->channel(ll->name, req->fair);
 	RLWait		w;
 
-	if (ll->kind != RL_KIND_LOCK)
-		channel = rwlock_channel_key(ll->name);
-	else if (req->fair)
-		channel = owner_channel_key(ll->name);
-	else
-		channel = channel_key(ll->name);
 	w.nchannels = 1;
 	w.channels = &channel;
 	w.attempt = lock_wait_attempt;
 	w.give_up = lock_wait_give_up;
 	w.arg = &lw;
 	w.fair = req->fair;
-	w.has_place = req->fair || ll->kind == RL_KIND_WRITE;
+	w.has_place = req->fair || prim->waiter_place;
 	return rl_wait(&w, req, a);
 }
 
@@ -595,7 +617,8 @@ rl_take_hold(LocalLock *ll, const RLAcquireRequest *req, int32 target,
 	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
 
 	attempt(ll, lease_ms, target, req->fair,
-			(req->fair || req->kind == RL_KIND_WRITE) && req->wait_ms != 0, a);
+			(req->fair || rl_primitive(req->kind)->waiter_place) &&
+			req->wait_ms != 0, a);
 	if (!a->acquired &&
 		(req->wait_ms == 0 || !wait_for_lock(ll, req, lease_ms, target, a)))
 		return false;
@@ -630,7 +653,7 @@ rl_check_acquire(const RLAcquireRequest *req)
 				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
 				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries."),
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.")));
-	if (req->kind != RL_KIND_LOCK && rl_mode() == RL_MODE_REDLOCK)
+	if (!rl_primitive(req->kind)->redlock && rl_mode() == RL_MODE_REDLOCK)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("Redis read-write locks are not supported with Redlock"),
@@ -688,10 +711,10 @@ rl_lock_release(const char *name, RLKind kind)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("%s \"%s\" is held at transaction scope",
-							rl_kind_noun(kind), name),
+							rl_primitive(kind)->noun, name),
 					 errhint("Transaction-scope locks are released at COMMIT or ROLLBACK.")));
 		ereport(WARNING,
-				(errmsg("you don't own %s \"%s\"", rl_kind_noun(kind), name)));
+				(errmsg("you don't own %s \"%s\"", rl_primitive(kind)->noun, name)));
 		return false;
 	}
 	rl_settle(false);
@@ -714,7 +737,7 @@ rl_lock_release(const char *name, RLKind kind)
 		ll->session_holds = 0;
 		rl_forget_if_unused(ll);
 		ereport(WARNING,
-				(errmsg("%s \"%s\" was no longer held", rl_kind_noun(kind), name),
+				(errmsg("%s \"%s\" was no longer held", rl_primitive(kind)->noun, name),
 				 errdetail("Its lease ran out or it was force-released.")));
 		return false;
 	}

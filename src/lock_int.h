@@ -113,11 +113,42 @@ is_array_of(const RLReply *r, size_t n, int type)
 	return true;
 }
 
+/*
+ * What the engine needs to know of one kind of hold (a primitive): its
+ * scripts, where its releases are announced, its field in the lock hash (the
+ * commit guard checks it), and whether a waiter keeps a place that it
+ * refreshes while it waits and gives up when it stops (a fair queue entry is
+ * the exclusive lock's, with fair; a waiting writer's mark is the write
+ * lock's, always).
+ */
+typedef struct RLPrimitive
+{
+	const char *label;			/* redis_locks.kind */
+	const char *noun;			/* in messages: "Redis lock" */
+	bool		waiter_place;	/* every waiter keeps a place */
+	bool		redlock;		/* works with Redlock */
+	void		(*acquire) (RLEval *e, LocalLock *ll, int64 lease_ms,
+							int32 target, bool fair, bool enqueue);
+	void		(*release) (RLEval *e, const char *name, const char *owner,
+							int32 keep, bool leave, int64 mark_ms);
+	void		(*renew) (RLEval *e, const char *name, const char *owner,
+						  int64 lease_ms, int32 holds, bool restore);
+	void		(*withdraw) (RLEval *e, const char *name);	/* gives up the
+															 * waiter's place;
+															 * NULL: trim */
+	char	   *(*channel) (const char *name, bool fair);
+	const char *(*field) (const char *owner);
+} RLPrimitive;
+
+extern const RLPrimitive rl_lock_primitive; /* lock.c */
+extern const RLPrimitive rl_read_primitive; /* rwlock.c */
+extern const RLPrimitive rl_write_primitive;	/* rwlock.c */
+
 /* holds.c: the session's table */
+extern const RLPrimitive *rl_primitive(RLKind kind);
 extern LocalLock *rl_local_find(const char *name, RLKind kind);
 extern LocalLock *rl_local_get(const char *name, RLKind kind, int64 lease_ms);
 extern void rl_forget_if_unused(LocalLock *ll);
-extern const char *rl_kind_noun(RLKind kind);
 extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
 extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
 extern void rl_mark_dirty(LocalLock *ll);
@@ -144,16 +175,8 @@ extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,
 extern bool rl_wait(const RLWait *w, const RLAcquireRequest *req,
 					Attempt *a);
 
-/* rwlock.c: the scripts of read and write holds */
+/* rwlock.c */
 #define rwlock_channel_key(name) rl_prefixed_key("redisson_rwlock", (name))
-extern void rl_rw_acquire_eval(RLEval *e, const LocalLock *ll, int64 lease_ms,
-							   int32 target, int64 mark_ms);
-extern void rl_rw_release_eval(RLEval *e, RLKind kind, const char *name,
-							   const char *owner, int32 keep);
-extern void rl_rw_renew_eval(RLEval *e, RLKind kind, const char *name,
-							 const char *owner, int64 lease_ms);
-extern void rl_rw_withdraw_eval(RLEval *e, const char *name);
-extern const char *rl_hold_field(RLKind kind, const char *owner);
 
 /* redlock.c */
 extern void rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target,

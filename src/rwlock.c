@@ -1,8 +1,8 @@
 /*
  * rwlock.c
  *	  Read and write holds of a read-write lock in Redisson's RReadWriteLock
- *	  layout: the scripts that take, give back, renew and wait for them. The
- *	  wait engine, scopes and the worker are lock.c's, xact.c's, worker.c's.
+ *	  layout: the two primitives (their scripts, keys, channel and fields)
+ *	  that the engine (lock.c, wait.c), the scopes and the worker use.
  *
  * src/rwlock.c
  */
@@ -43,106 +43,136 @@ timeout_prefix(const char *name, const char *owner)
 
 #define writer_mark_key(name) rl_prefixed_key("redislock_rwlock_writer", (name))
 
-/* The field of owner's hold in the lock hash: the commit guard checks it. */
-const char *
-rl_hold_field(RLKind kind, const char *owner)
+/* A read hold is the field of its owner id, a write hold "<owner>:write". */
+static const char *
+read_field(const char *owner)
 {
-	return kind == RL_KIND_WRITE ? psprintf("%s:write", owner) : owner;
+	return owner;
 }
 
-/*
- * Fills e with the acquisition of a read or write hold bringing our count
- * to target. A writer with mark_ms > 0 leaves its mark if it must wait, so
- * that new readers of ours let it pass (see read_acquire.lua).
- */
-void
-rl_rw_acquire_eval(RLEval *e, const LocalLock *ll, int64 lease_ms,
-				   int32 target, int64 mark_ms)
+static const char *
+write_field(const char *owner)
+{
+	return psprintf("%s:write", owner);
+}
+
+/* Both are announced on redisson_rwlock:{name}; there is no fair mode. */
+static char *
+rw_channel(const char *name, bool fair)
+{
+	return rwlock_channel_key(name);
+}
+
+/* A read hold bringing our count to target. */
+static void
+read_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
+				  bool fair, bool enqueue)
 {
 	const char *owner = rl_owner_id();
 
-	memset(e, 0, sizeof(*e));
+	e->script = &rl_script_read_acquire;
+	e->nkeys = 3;
 	e->keys[0] = ll->name;
+	e->keys[1] = timeout_prefix(ll->name, owner);
+	e->keys[2] = writer_mark_key(ll->name);
+	e->nargs = 3;
 	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = owner;
 	e->args[2] = rl_int64_arg(target);
-	if (ll->kind == RL_KIND_READ)
-	{
-		e->script = &rl_script_read_acquire;
-		e->nkeys = 3;
-		e->keys[1] = timeout_prefix(ll->name, owner);
-		e->keys[2] = writer_mark_key(ll->name);
-		e->nargs = 3;
-		return;
-	}
+}
+
+/*
+ * A write hold bringing our count to target. A writer that will wait
+ * (enqueue) leaves its mark if it must, so that new readers of ours let it
+ * pass (see read_acquire.lua); the mark lives as a fair queue entry does.
+ */
+static void
+write_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
+				   bool fair, bool enqueue)
+{
 	e->script = &rl_script_write_acquire;
 	e->nkeys = 4;
+	e->keys[0] = ll->name;
 	e->keys[1] = token_key(ll->name);
 	e->keys[2] = readers_prefix(ll->name);
 	e->keys[3] = writer_mark_key(ll->name);
 	e->nargs = 5;
+	e->args[0] = rl_int64_arg(lease_ms);
+	e->args[1] = rl_owner_id();
+	e->args[2] = rl_int64_arg(target);
 	e->args[3] = rl_token_ttl_arg(lease_ms);
-	e->args[4] = rl_int64_arg(mark_ms);
+	e->args[4] = rl_int64_arg(enqueue ? rl_fair_wait_timeout : 0);
 }
 
-/* Fills e with a trim of owner's read or write holds to keep. */
-void
-rl_rw_release_eval(RLEval *e, RLKind kind, const char *name,
-				   const char *owner, int32 keep)
+/* A trim of owner's read holds to keep; the last live reader publishes 0. */
+static void
+read_release_eval(RLEval *e, const char *name, const char *owner,
+				  int32 keep, bool leave, int64 mark_ms)
 {
 	memset(e, 0, sizeof(*e));
+	e->script = &rl_script_read_release;
+	e->nkeys = 4;
 	e->keys[0] = name;
 	e->keys[1] = rwlock_channel_key(name);
-	if (kind == RL_KIND_READ)
-	{
-		e->script = &rl_script_read_release;
-		e->nkeys = 4;
-		e->keys[2] = timeout_prefix(name, owner);
-		e->keys[3] = readers_prefix(name);
-	}
-	else
-	{
-		e->script = &rl_script_write_release;
-		e->nkeys = 2;
-	}
+	e->keys[2] = timeout_prefix(name, owner);
+	e->keys[3] = readers_prefix(name);
 	e->nargs = 3;
 	e->args[0] = owner;
 	e->args[1] = rl_int64_arg(keep);
 	e->args[2] = rl_publish_command();
 }
 
-/*
- * Fills e with the watchdog's renewal of owner's hold: a write hold as an
- * exclusive lock's (renew.lua on its field), read holds with their own
- * timeout keys.
- */
-void
-rl_rw_renew_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
-				 int64 lease_ms)
+/* A trim of owner's write holds to keep; the last one publishes 1. */
+static void
+write_release_eval(RLEval *e, const char *name, const char *owner,
+				   int32 keep, bool leave, int64 mark_ms)
 {
 	memset(e, 0, sizeof(*e));
+	e->script = &rl_script_write_release;
+	e->nkeys = 2;
 	e->keys[0] = name;
-	e->nargs = 2;
-	e->args[0] = rl_int64_arg(lease_ms);
-	if (kind == RL_KIND_WRITE)
-	{
-		e->script = &rl_script_renew;
-		e->nkeys = 1;
-		e->args[1] = rl_hold_field(kind, owner);
-		return;
-	}
+	e->keys[1] = rwlock_channel_key(name);
+	e->nargs = 3;
+	e->args[0] = owner;
+	e->args[1] = rl_int64_arg(keep);
+	e->args[2] = rl_publish_command();
+}
+
+/* The watchdog's renewal of read holds, with their own timeout keys. */
+static void
+read_renew_eval(RLEval *e, const char *name, const char *owner,
+				int64 lease_ms, int32 holds, bool restore)
+{
+	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_read_renew;
 	e->nkeys = 2;
+	e->keys[0] = name;
 	e->keys[1] = timeout_prefix(name, owner);
+	e->nargs = 2;
+	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = owner;
 }
 
+/* A write hold is renewed as an exclusive lock is: renew.lua on its field. */
+static void
+write_renew_eval(RLEval *e, const char *name, const char *owner,
+				 int64 lease_ms, int32 holds, bool restore)
+{
+	memset(e, 0, sizeof(*e));
+	e->script = &rl_script_renew;
+	e->nkeys = 1;
+	e->keys[0] = name;
+	e->nargs = 2;
+	e->args[0] = rl_int64_arg(lease_ms);
+	e->args[1] = write_field(owner);
+}
+
 /*
- * Fills e with a writer's withdrawal after giving up: its mark goes, and
- * the readers it kept out are told.
+ * A writer's withdrawal after giving up: its mark goes, and the readers it
+ * kept out are told.
  */
-void
-rl_rw_withdraw_eval(RLEval *e, const char *name)
+static void
+write_withdraw_eval(RLEval *e, const char *name)
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_write_withdraw;
@@ -153,3 +183,34 @@ rl_rw_withdraw_eval(RLEval *e, const char *name)
 	e->args[0] = rl_owner_id();
 	e->args[1] = rl_publish_command();
 }
+
+/*
+ * Readers share a hold that each Redlock master would count on its own: a
+ * master that missed a release cannot be told from a live reader, so
+ * neither kind is offered with Redlock.
+ */
+const RLPrimitive rl_read_primitive = {
+	.label = "read",
+	.noun = "Redis read lock",
+	.waiter_place = false,
+	.redlock = false,
+	.acquire = read_acquire_eval,
+	.release = read_release_eval,
+	.renew = read_renew_eval,
+	.withdraw = NULL,
+	.channel = rw_channel,
+	.field = read_field,
+};
+
+const RLPrimitive rl_write_primitive = {
+	.label = "write",
+	.noun = "Redis write lock",
+	.waiter_place = true,
+	.redlock = false,
+	.acquire = write_acquire_eval,
+	.release = write_release_eval,
+	.renew = write_renew_eval,
+	.withdraw = write_withdraw_eval,
+	.channel = rw_channel,
+	.field = write_field,
+};

@@ -53,7 +53,7 @@ parse_status(const RLReply *r, const char *name, RLStatus *st)
 		st->holders[i] = hash->element[2 * i]->str;
 		st->hold_count += strtoll(hash->element[2 * i + 1]->str, NULL, 10);
 		if (strcmp(st->holders[i], rl_owner_id()) == 0 ||
-			strcmp(st->holders[i], rl_hold_field(RL_KIND_WRITE, rl_owner_id())) == 0)
+			strcmp(st->holders[i], rl_write_primitive.field(rl_owner_id())) == 0)
 			st->held_by_me = true;
 	}
 	if (r->element[4]->type == REDIS_REPLY_STRING)

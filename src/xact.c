@@ -258,7 +258,7 @@ verify_before_commit(void)
 		cmds[i].argvlen[0] = 7;
 		cmds[i].argv[1] = held[i]->name;
 		cmds[i].argvlen[1] = strlen(held[i]->name);
-		cmds[i].argv[2] = rl_hold_field((RLKind) held[i]->kind, rl_owner_id());
+		cmds[i].argv[2] = rl_primitive((RLKind) held[i]->kind)->field(rl_owner_id());
 		cmds[i].argvlen[2] = strlen(cmds[i].argv[2]);
 	}
 	/* with Redlock, a hold counts as present when a majority has it */
