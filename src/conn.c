@@ -174,17 +174,30 @@ rl_healthy(RLConn *c)
 		c->generation == rl_settings_generation;
 }
 
-bool
-rl_flush(RLConn *c, TimestampTz until)
+/* How run_step() ended. */
+typedef enum StepResult
+{
+	STEP_DONE,
+	STEP_BROKEN,				/* the stream failed: rl_sock_error says why */
+	STEP_TIMEOUT,
+	STEP_WAIT_FAILED			/* the wait failed: c says why */
+} StepResult;
+
+/*
+ * Runs a step on c's stream (a flush, the TLS handshake) until it is done,
+ * waiting on the latch for the socket event it asks for, by until.
+ */
+static StepResult
+run_step(RLConn *c, RLIo (*step) (RLSocket *s), TimestampTz until)
 {
 	for (;;)
 	{
-		switch (rl_sock_flush(c->sock))
+		switch (step(c->sock))
 		{
 			case RL_IO_DONE:
-				return true;
+				return STEP_DONE;
 			case RL_IO_FAILED:
-				return rl_stream_failed(c);
+				return STEP_BROKEN;
 			case RL_IO_WAIT:
 				break;
 		}
@@ -193,12 +206,29 @@ rl_flush(RLConn *c, TimestampTz until)
 			case WAIT_READY:
 				break;
 			case WAIT_TIMEOUT:
-				return rl_fail(c, RLF_TIMEOUT,
-							   "No answer within %d ms.", rl_command_timeout);
+				return STEP_TIMEOUT;
 			case WAIT_FAILED:
-				return false;
+				return STEP_WAIT_FAILED;
 		}
 	}
+}
+
+bool
+rl_flush(RLConn *c, TimestampTz until)
+{
+	switch (run_step(c, rl_sock_flush, until))
+	{
+		case STEP_DONE:
+			return true;
+		case STEP_BROKEN:
+			return rl_stream_failed(c);
+		case STEP_TIMEOUT:
+			return rl_fail(c, RLF_TIMEOUT,
+						   "No answer within %d ms.", rl_command_timeout);
+		case STEP_WAIT_FAILED:
+			break;
+	}
+	return false;
 }
 
 /*
@@ -553,33 +583,25 @@ const char *const rl_handshake_hint =
 static bool
 handshake(RLConn *c, TimestampTz until)
 {
-	for (;;)
+	switch (run_step(c, rl_sock_handshake, until))
 	{
-		switch (rl_sock_handshake(c->sock))
-		{
-			case RL_IO_DONE:
-				return true;
-			case RL_IO_FAILED:
-				rl_fail(c, RLF_CONNECT, "%s", rl_sock_error(c->sock));
-				c->errhint = rl_sock_hint(c->sock);
-				return false;
-			case RL_IO_WAIT:
-				break;
-		}
-		switch (wait_socket(c, rl_sock_wants(c->sock), until))
-		{
-			case WAIT_READY:
-				break;
-			case WAIT_TIMEOUT:
-				rl_fail(c, RLF_CONNECT,
-						"The TLS handshake did not finish within redislock.connect_timeout (%d ms).", rl_connect_timeout);
-				c->errhint = rl_handshake_hint;
-				return false;
-			case WAIT_FAILED:
-				return false;
-		}
+		case STEP_DONE:
+			return true;
+		case STEP_BROKEN:
+			rl_fail(c, RLF_CONNECT, "%s", rl_sock_error(c->sock));
+			c->errhint = rl_sock_hint(c->sock);
+			break;
+		case STEP_TIMEOUT:
+			rl_fail(c, RLF_CONNECT,
+					"The TLS handshake did not finish within redislock.connect_timeout (%d ms).", rl_connect_timeout);
+			c->errhint = rl_handshake_hint;
+			break;
+		case STEP_WAIT_FAILED:
+			break;
 	}
+	return false;
 }
+
 
 /*
  * Opens a socket to the node (or unix path) and waits until it connects

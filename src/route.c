@@ -125,25 +125,6 @@ failed_on(const RLConn *c)
 	return false;
 }
 
-/* Records a failure of the cluster as a whole on rl_cmd_conn. */
-static bool
-fail_cluster(RLFailure failure, const char *fmt,...)
-pg_attribute_printf(2, 3);
-
-static bool
-fail_cluster(RLFailure failure, const char *fmt,...)
-{
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(rl_cmd_conn.errdetail, sizeof(rl_cmd_conn.errdetail), fmt, ap);
-	va_end(ap);
-	strlcpy(rl_cmd_conn.errserver, rl_server_desc(), sizeof(rl_cmd_conn.errserver));
-	rl_cmd_conn.failure = failure;
-	rl_cmd_conn.errhint = NULL;
-	return false;
-}
-
 static void
 pause_briefly(void)
 {
@@ -322,7 +303,7 @@ refresh_map(void)
 	TimestampTz until = rl_command_deadline();
 
 	if (!rl_config(&mode, &seeds, &nseeds, &problem))
-		return fail_cluster(RLF_CONFIG, "%s", problem);
+		return rl_fail_on(&rl_cmd_conn, RLF_CONFIG, rl_server_desc(), "%s", problem);
 	cluster_check_settings();
 	for (int k = 0; k < nseeds; k++)
 		(void) cluster_node(seeds[k].host, seeds[k].port);
@@ -345,9 +326,9 @@ refresh_map(void)
 			continue;
 		}
 		if (replies[0]->type == REDIS_REPLY_ERROR)
-			return fail_cluster(RLF_CLUSTER,
-								"Redis server \"%s\" cannot serve as a cluster node: %s",
-								c->node.desc, replies[0]->str);
+			return rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
+							  "Redis server \"%s\" cannot serve as a cluster node: %s",
+							  c->node.desc, replies[0]->str);
 		if (!slots_reply_ok(replies[0]))
 			return rl_fail_on(&rl_cmd_conn, RLF_PROTOCOL, c->node.desc,
 							  "Unexpected reply to CLUSTER SLOTS.");
@@ -359,10 +340,11 @@ refresh_map(void)
 		return true;
 	}
 	if (rl_cmd_conn.failure == RLF_NONE)
-		return fail_cluster(RLF_CONFIG, "redislock.cluster_nodes names no node");
-	return fail_cluster(rl_cmd_conn.failure,
-						"No node of the Redis cluster answered; the last: %s",
-						rl_failure_text(&rl_cmd_conn));
+		return rl_fail_on(&rl_cmd_conn, RLF_CONFIG, rl_server_desc(),
+						  "redislock.cluster_nodes names no node");
+	return rl_fail_on(&rl_cmd_conn, rl_cmd_conn.failure, rl_server_desc(),
+					  "No node of the Redis cluster answered; the last: %s",
+					  rl_failure_text(&rl_cmd_conn));
 }
 
 /* Loads the slot map if we have none (that rebuilds the node table). */
@@ -457,9 +439,9 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 		RLBatch    *b;
 
 		if (node < 0)
-			return fail_cluster(RLF_CLUSTER,
-								"Hash slot %d is not served by any node.",
-								pending[p].slot);
+			return rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
+							  "Hash slot %d is not served by any node.",
+							  pending[p].slot);
 		if (batch_of[node] < 0)
 		{
 			batch_of[node] = nbatches;
@@ -524,9 +506,9 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 				if (valid && r->str[0] == 'M')
 					target = cluster_node(to.host, to.port);
 				if (!valid || (r->str[0] == 'M' && (target < 0 || ++pd->redirects > MAX_REDIRECTS)))
-					return fail_cluster(RLF_CLUSTER,
-										"The cluster keeps redirecting a request for hash slot %d: %s",
-										pd->slot, r->str);
+					return rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
+									  "The cluster keeps redirecting a request for hash slot %d: %s",
+									  pd->slot, r->str);
 				if (r->str[0] == 'M')
 				{
 					slot_owner[slot] = (int16) target;
@@ -543,8 +525,9 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 					 (strncmp(r->str, "TRYAGAIN", 8) == 0 ||
 					  strncmp(r->str, "CLUSTERDOWN", 11) == 0))
 			{
-				fail_cluster(RLF_CLUSTER, "Hash slot %d cannot be served now: %s",
-							 pd->slot, r->str);
+				rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
+						   "Hash slot %d cannot be served now: %s",
+						   pd->slot, r->str);
 				next[left++] = *pd;
 				*retry_later = true;
 				if (r->str[0] == 'C')
@@ -603,8 +586,9 @@ cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **re
 			return true;
 		if (GetCurrentTimestamp() + RETRY_MS * 1000 >= until)
 			return rl_cmd_conn.failure != RLF_NONE ? false :
-				fail_cluster(RLF_CLUSTER, "The cluster did not settle within redislock.command_timeout (%d ms).",
-							 rl_command_timeout);
+				rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
+						   "The cluster did not settle within redislock.command_timeout (%d ms).",
+						   rl_command_timeout);
 		if (retry_later)
 			pause_briefly();
 	}
