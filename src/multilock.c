@@ -107,11 +107,11 @@ take_at_once(MultiLock *m)
 }
 
 /*
- * Gives back what this call took of the first n locks: each goes back to
- * the holds it had before (target - 1). With quiet (on the way out of an
- * ERROR) Redis gets CLEANUP_MS at most and a failure is only logged. What
- * could not be given back stays marked dirty: the next call or the worker
- * settles it, and it is never counted as held.
+ * Gives back the session holds this call took of the first n locks and
+ * recorded: each goes back to the holds it had before. With quiet (on the
+ * way out of an ERROR) Redis gets CLEANUP_MS at most and a failure is only
+ * logged. What could not be given back stays marked dirty: the next call or
+ * the worker settles it, and it is never counted as held.
  */
 static void
 give_back(MultiLock *m, int n, bool quiet)
@@ -124,8 +124,10 @@ give_back(MultiLock *m, int n, bool quiet)
 		return;
 	for (int i = 0; i < n; i++)
 	{
-		keep[i] = m->target[i] - 1;
+		m->locks[i]->session_holds--;
+		keep[i] = total_holds(m->locks[i]);
 		rl_mark_dirty(m->locks[i]);
+		rl_publish(m->locks[i], false, false);
 	}
 	if (quiet)
 	{
@@ -149,47 +151,92 @@ give_back(MultiLock *m, int n, bool quiet)
 }
 
 /*
+ * Does Redis still have every hold of the call? One that was taken early
+ * may have run out while a later one was awaited (a fixed lease, or the
+ * watchdog kept from Redis).
+ */
+static bool
+all_still_held(MultiLock *m)
+{
+	RLCommand  *cmds = palloc0(sizeof(RLCommand) * m->n);
+	const char **keys = palloc(sizeof(char *) * m->n);
+	RLReply   **replies = palloc(sizeof(RLReply *) * m->n);
+
+	for (int i = 0; i < m->n; i++)
+	{
+		keys[i] = m->locks[i]->name;
+		rl_set_arg(&cmds[i], "HEXISTS", 7);
+		rl_set_arg(&cmds[i], keys[i], strlen(keys[i]));
+		rl_set_arg(&cmds[i], rl_owner_id(), strlen(rl_owner_id()));
+	}
+	if (!rl_run_cmds(m->n, cmds, keys, replies))
+		rl_report(&rl_cmd_conn, ERROR);
+	for (int i = 0; i < m->n; i++)
+		if (replies[i]->type != REDIS_REPLY_INTEGER || replies[i]->integer != 1)
+			return false;
+	return true;
+}
+
+/*
  * Across cluster slots: one by one in canonical order, so that two calls
  * never wait for each other's locks in a cycle; the whole call shares one
- * deadline. Holds are counted only once all are taken; whatever stops the
- * call (timeout, ERROR, cancel) gives back those it took.
+ * deadline. Each lock is counted as a session hold as soon as it is taken,
+ * so that the watchdog renews it while later ones are awaited; whatever
+ * stops the call (timeout, ERROR, cancel) gives back those it took. If an
+ * early hold was lost meanwhile, all are given back and the call starts
+ * over. A transaction-scope call turns its holds into transaction holds at
+ * the end.
  */
 static bool
 take_in_order(MultiLock *m)
 {
 	RLAcquireRequest one = *m->req;
 	TimestampTz deadline = DT_NOEND;
-	Attempt    *a = palloc0(sizeof(Attempt) * m->n);
 	volatile int taken = 0;
+	bool		all = false;
 
+	one.scope = RL_SCOPE_SESSION;
 	if (m->req->wait_ms > 0)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   m->req->wait_ms);
-	PG_TRY();
+	while (!all)
 	{
-		for (; taken < m->n; taken++)
+		taken = 0;
+		PG_TRY();
 		{
-			if (m->req->wait_ms > 0)
-				one.wait_ms = Max((deadline - GetCurrentTimestamp()) / 1000, 1);
-			one.name = m->locks[taken]->name;
-			if (!rl_take_hold(m->locks[taken], &one, m->target[taken],
-							  &a[taken]))
-				break;
+			for (; taken < m->n; taken++)
+			{
+				LocalLock  *ll = m->locks[taken];
+				Attempt		a;
+
+				if (m->req->wait_ms > 0)
+					one.wait_ms = Max((deadline - GetCurrentTimestamp()) / 1000, 0);
+				one.name = ll->name;
+				if (!rl_take_hold(ll, &one, total_holds(ll) + 1, &a))
+					break;
+				rl_record_hold(ll, &one, m->lease_ms, &a);
+			}
+			all = taken == m->n && all_still_held(m);
 		}
-	}
-	PG_CATCH();
-	{
-		give_back(m, taken, true);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	if (taken < m->n)
-	{
+		PG_CATCH();
+		{
+			give_back(m, taken, true);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (all)
+			break;
 		give_back(m, taken, false);
-		return false;
+		if (taken < m->n || GetCurrentTimestamp() >= deadline)
+			return false;
 	}
-	for (int i = 0; i < m->n; i++)
-		rl_record_hold(m->locks[i], m->req, m->lease_ms, &a[i]);
+	if (m->req->scope == RL_SCOPE_XACT)
+		for (int i = 0; i < m->n; i++)
+		{
+			m->locks[i]->session_holds--;
+			rl_add_xact_hold(m->locks[i]);
+			rl_publish(m->locks[i], false, false);
+		}
 	return true;
 }
 
