@@ -24,7 +24,9 @@
 #     session must not get one, and a call that returns t must find every
 #     name its own in Redis.  (On 8eec616 this fails: take_in_order()
 #     records, and so the watchdog renews, nothing until all are taken, so
-#     the early names expire after redislock.watchdog_timeout.)
+#     the early names expire after redislock.watchdog_timeout.)  With a
+#     fixed lease an early name can run out and be taken by another session:
+#     the call then does not return t; it gives back and starts over.
 # No sleeps: every wait is on observable state, with a bound; the one wait
 # that must run out (C's three leases) is a bounded acquire, not a sleep.
 use strict;
@@ -641,6 +643,31 @@ sub c_local_holds { $cobs->query('SELECT count(*) FROM redis_locks WHERE pid = '
 	$cc->query('SELECT redis_lock_release_all()');
 	$cc->close;
 	is(scalar(grep { redis_cmd($node_of{$_}, 'EXISTS', $_) } @MC), 0, 'nothing left');
+}
+
+{
+	# a fixed lease across slots: a name taken early may run out while the
+	# call waits for the rest, and another session may take it meanwhile;
+	# then the call must not return t with that name lost: it gives back
+	# what it holds and starts over, and here its wait ends with f.
+	my $last = $MC[-1];
+	my $cc = RedisLockTest::Session->new($cnode);
+	my $cc_id = $cc->query('SELECT redis_lock_owner_id()');
+	is($cb->query("SELECT redis_lock_acquire('$last', '0', '10 min')"), 't', "B holds $last (10 min)");
+	$ca->start('SELECT redis_lock_acquire_all(' . arr(@MC) . ", '8 s', '1 s')");
+	waits_ok($ca, 'A (fixed 1 s lease, wait 8 s) waits across slots');
+	until_ok('A took the names before the busy one', sub { @{ c_held_by($ca_id, @MC) } == @MC - 1 });
+	is($cc->query("SELECT redis_lock_acquire('$MC[0]', '5 s', '10 min')"), 't',
+		"C gets $MC[0] once A's fixed lease on it has run out");
+	is($cb->query("SELECT redis_lock_release('$last')"), 't', "B releases $last");
+	my ($v, $err) = $ca->finish($T);
+	is($v, 'f', "A does not return t with $MC[0] lost: it starts over and its wait ends with f")
+	  or diag($err // '');
+	is_deeply(c_held_by($ca_id, @MC), [], 'A holds none of the names');
+	is(c_hget($MC[0], $cc_id), '1', "C still holds $MC[0]");
+	is($cobs->query("SELECT count(*) FROM redis_locks WHERE pid = " . $ca->pid), 0, 'redis_locks shows nothing for A');
+	$cc->query('SELECT redis_lock_release_all()');
+	$cc->close;
 }
 
 $_->close for $ca, $cb, $cobs;
