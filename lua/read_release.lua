@@ -4,6 +4,9 @@
 -- KEYS[2]  channel redisson_rwlock:{<name>}
 -- KEYS[3]  the owner's timeout key prefix {<name>}:<owner>:rwlock_timeout
 -- KEYS[4]  the readers' key prefix {<name>}
+-- KEYS[5]  redislock_rwlock_writer:{<name>}, a waiting redislock writer's
+--          mark: when it is itself the only live reader left (it waits to
+--          upgrade), it is told with "1"
 -- ARGV[1]  owner id
 -- ARGV[2]  read count to keep (0 = release); never raises the count, so it
 --          can be repeated after a lost reply
@@ -33,6 +36,8 @@ if redis.call('hget', KEYS[1], 'mode') == 'write' then
 end
 
 local remain = -3
+local upgrader = redis.call('get', KEYS[5])
+local others_live = false
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local count = tonumber(fields[i + 1])
@@ -43,11 +48,17 @@ for i = 1, #fields, 2 do
             if t > remain then
                 remain = t
             end
+            if t > 0 and fields[i] ~= upgrader then
+                others_live = true
+            end
         end
     end
 end
 if remain > 0 then
     redis.call('pexpire', KEYS[1], remain)
+    if upgrader and not others_live then
+        redis.call(ARGV[3], KEYS[2], '1')
+    end
     return before
 end
 redis.call('del', KEYS[1])

@@ -18,28 +18,32 @@ local owner = ARGV[2]
 local field = owner .. ':write'
 local mode = redis.call('hget', KEYS[1], 'mode')
 
-local function blocked()
+-- refused: wait at most pttl ms before trying again
+local function blocked(pttl)
     if tonumber(ARGV[5]) > 0 then
         redis.call('set', KEYS[4], owner, 'px', ARGV[5])
     end
-    return {0, redis.call('pttl', KEYS[1])}
+    return {0, pttl or redis.call('pttl', KEYS[1])}
 end
 
--- a reader other than the owner whose hold has not run out
-local function other_live_reader()
+-- the longest remaining hold of a reader other than the owner, in ms; 0
+-- when none is left (their holds ran out)
+local function other_readers_pttl()
+    local longest = 0
     local fields = redis.call('hgetall', KEYS[1])
     for i = 1, #fields, 2 do
         local count = tonumber(fields[i + 1])
         if fields[i] ~= 'mode' and fields[i] ~= owner and count then
             for n = count, 1, -1 do
-                if redis.call('exists', KEYS[3] .. ':' .. fields[i] ..
-                              ':rwlock_timeout:' .. n) == 1 then
-                    return true
+                local t = redis.call('pttl', KEYS[3] .. ':' .. fields[i] ..
+                                     ':rwlock_timeout:' .. n)
+                if t > longest then
+                    longest = t
                 end
             end
         end
     end
-    return false
+    return longest
 end
 
 if mode == false and redis.call('exists', KEYS[1]) == 1 then
@@ -48,9 +52,15 @@ end
 if mode == 'write' and redis.call('hexists', KEYS[1], field) == 0 then
     return blocked()
 end
-if mode == 'read' and (redis.call('hexists', KEYS[1], owner) == 0 or
-                       other_live_reader()) then
-    return blocked()
+if mode == 'read' then
+    if redis.call('hexists', KEYS[1], owner) == 0 then
+        return blocked()
+    end
+    -- an upgrade waits for the other readers only, not for its own hold
+    local others = other_readers_pttl()
+    if others > 0 then
+        return blocked(others)
+    end
 end
 
 local held = mode == 'write'

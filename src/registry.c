@@ -220,6 +220,7 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 	s->token = 0;
 	s->acquired_at = 0;
 	s->renewed_at = GetCurrentTimestamp();
+	s->kept_at = s->renewed_at;
 	strlcpy(s->owner, owner, sizeof(s->owner));
 	strlcpy(s->name, name, sizeof(s->name));
 	*generation = s->generation;
@@ -274,6 +275,7 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 	if (info->renewed)
 	{
 		s->renewed_at = GetCurrentTimestamp();
+		s->kept_at = s->renewed_at;
 		s->masters = info->masters;
 	}
 	if (info->fresh || (s->state != RL_SLOT_LOST && info->session_holds + info->xact_holds > 0))
@@ -282,13 +284,17 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 		s->state = RL_SLOT_RESERVED;
 
 	/*
-	 * A lease due before the worker's planned wake-up needs it awake. One
-	 * published while the worker works from a snapshot that lacks it is
-	 * noted for the end of that cycle instead.
+	 * A lease due before the worker's planned wake-up needs it awake (and a
+	 * fixed-lease read hold whose hash the worker keeps alive, see
+	 * worker.c). One published while the worker works from a snapshot that
+	 * lacks it is noted for the end of that cycle instead.
 	 */
-	if (s->state == RL_SLOT_HELD && s->watchdog && info->renewed)
+	if (s->state == RL_SLOT_HELD && info->renewed &&
+		(s->watchdog || s->kind == RL_KIND_READ))
 	{
-		TimestampTz due = TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms / 3);
+		TimestampTz due = TimestampTzPlusMilliseconds(s->renewed_at,
+													  s->watchdog ? s->lease_ms / 3 :
+													  Min(s->lease_ms, rl_watchdog_timeout) / 3);
 
 		if (shared->worker_cycling)
 			shared->due_meanwhile = Min(shared->due_meanwhile, due);
@@ -436,6 +442,18 @@ rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 		s->renewed_at = when;
 		s->masters = (int16) masters;
 	}
+	LWLockRelease(shared->lock);
+}
+
+void
+rl_registry_kept(int index, uint32 generation, uint32 epoch, TimestampTz when)
+{
+	RLSlot	   *s = &shared->slots[index];
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (s->generation == generation && s->epoch == epoch &&
+		s->state == RL_SLOT_HELD)
+		s->kept_at = when;
 	LWLockRelease(shared->lock);
 }
 

@@ -51,6 +51,8 @@ typedef struct RLSlot
 	int64		token;
 	TimestampTz acquired_at;
 	TimestampTz renewed_at;		/* last time Redis got the full lease */
+	TimestampTz kept_at;		/* a fixed-lease read hold: last time the
+								 * worker kept its hash alive */
 	int16		masters;		/* Redlock: masters that had the hold then */
 	char		owner[RL_OWNER_MAX];
 	char		name[RL_NAME_MAX + 1];
@@ -114,6 +116,8 @@ extern void rl_registry_releasing(int index, uint32 generation, bool releasing);
 extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
 extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 								TimestampTz when, int masters);
+extern void rl_registry_kept(int index, uint32 generation, uint32 epoch,
+							 TimestampTz when);
 extern void rl_registry_set_unsettled(int index, uint32 generation);
 extern bool rl_registry_begin_io(int index, TimestampTz until);
 

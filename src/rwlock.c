@@ -111,11 +111,12 @@ read_release_eval(RLEval *e, const char *name, const char *owner,
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_read_release;
-	e->nkeys = 4;
+	e->nkeys = 5;
 	e->keys[0] = name;
 	e->keys[1] = rwlock_channel_key(name);
 	e->keys[2] = timeout_prefix(name, owner);
 	e->keys[3] = readers_prefix(name);
+	e->keys[4] = writer_mark_key(name);
 	e->nargs = 3;
 	e->args[0] = owner;
 	e->args[1] = rl_int64_arg(keep);

@@ -103,6 +103,36 @@ slot_holds(const RLSlot *s)
 }
 
 /*
+ * How often a held slot is renewed: a watchdog hold every third of its
+ * lease. A fixed-lease read hold is never renewed, but its hash is kept
+ * alive as long as its own timeout keys (read_renew.lua with lease 0), as
+ * often as a watchdog hold would be: a Redisson reader's watchdog sets the
+ * hash to its own lease and, should it crash, would take ours with it.
+ * Near its end a fixed hold is left alone (0). Returns the period in ms and
+ * the time counted from.
+ */
+static int64
+renewal_period(const RLSlot *s, TimestampTz now, TimestampTz *since)
+{
+	int64		period;
+
+	if (s->state != RL_SLOT_HELD || slot_holds(s) == 0)
+		return 0;
+	if (s->watchdog)
+	{
+		*since = s->renewed_at;
+		return s->lease_ms / 3;
+	}
+	if (s->kind != RL_KIND_READ)
+		return 0;
+	period = Min(s->lease_ms, rl_watchdog_timeout) / 3;
+	if (TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms - period) <= now)
+		return 0;
+	*since = s->kept_at;
+	return period;
+}
+
+/*
  * Trims the slot owner's holds to keep: to what the slot shows (settling a
  * hold of unknown outcome) or to 0 (an ended session's lock). A waiter that
  * gave up may still stand in a fair queue: it leaves it.
@@ -212,7 +242,8 @@ renew_batch(RLSlotCopy **items, int n)
 	for (int i = 0; i < n; i++)
 		rl_renew_eval(&evals[i], (RLKind) items[i]->slot.kind,
 					  items[i]->slot.name, items[i]->slot.owner,
-					  items[i]->slot.lease_ms, slot_holds(&items[i]->slot), false);
+					  items[i]->slot.watchdog ? items[i]->slot.lease_ms : 0,
+					  slot_holds(&items[i]->slot), false);
 
 	/*
 	 * With Redlock a lock stays held when a majority of masters still had it
@@ -239,6 +270,8 @@ renew_batch(RLSlotCopy **items, int n)
 		}
 		else if (replies[i]->type != REDIS_REPLY_INTEGER)
 			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
+		else if (replies[i]->integer == 1 && !s->watchdog)
+			rl_registry_kept(items[i]->index, s->generation, s->epoch, sent);
 		else if (replies[i]->integer == 1)
 		{
 			rl_registry_renewed(items[i]->index, s->generation, s->epoch, sent,
@@ -350,15 +383,16 @@ run_cycle(void)
 	{
 		RLSlot	   *s = &copies[i].slot;
 		TimestampTz lease_end = TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms);
-		bool		renewing = s->state == RL_SLOT_HELD && s->watchdog &&
-			slot_holds(s) > 0;
-		TimestampTz due_at = TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms / 3);
+		TimestampTz since = 0;
+		int64		period = renewal_period(s, now, &since);
+		bool		renewing = period > 0;
+		TimestampTz due_at = TimestampTzPlusMilliseconds(since, period);
 
 		/*
-		 * Renewing up to a sixth of the lease early lets locks taken at
-		 * slightly different times share one batch from then on.
+		 * Renewing up to half a period early lets locks taken at slightly
+		 * different times share one batch from then on.
 		 */
-		if (renewing && TimestampTzPlusMilliseconds(due_at, -s->lease_ms / 6) > now &&
+		if (renewing && TimestampTzPlusMilliseconds(due_at, -period / 2) > now &&
 			!s->unsettled)
 		{
 			next = Min(next, due_at);
@@ -384,7 +418,7 @@ run_cycle(void)
 		if (renewing)
 		{
 			due[ndue++] = &copies[i];
-			next = Min(next, TimestampTzPlusMilliseconds(now, s->lease_ms / 3));
+			next = Min(next, TimestampTzPlusMilliseconds(now, period));
 		}
 	}
 
