@@ -887,7 +887,7 @@ rl_build_eval(RLCommand *cmd, const RLEval *e, bool body)
 	const char *nkeys;
 
 	Assert(e->nkeys >= 0 && e->nkeys <= RL_EVAL_MAX_KEYS);
-	nkeys = e->nkeys < lengthof(numkeys) ? numkeys[e->nkeys] :
+	nkeys = e->nkeys < (int) lengthof(numkeys) ? numkeys[e->nkeys] :
 		psprintf("%d", e->nkeys);
 	memset(cmd, 0, sizeof(*cmd));
 	if (body)

@@ -191,9 +191,9 @@ static bool
 take_in_order(MultiLock *m)
 {
 	RLAcquireRequest one = *m->req;
-	TimestampTz deadline = DT_NOEND;
+	volatile TimestampTz deadline = DT_NOEND;
 	volatile int taken = 0;
-	bool		all = false;
+	volatile bool all = false;
 
 	one.scope = RL_SCOPE_SESSION;
 	if (m->req->wait_ms > 0)
