@@ -19,20 +19,25 @@ for i = 1, n do
         return {0, redis.call('pttl', name), i}
     end
 end
+-- Redis keeps a script's earlier writes when a later command fails, so
+-- every fencing counter goes first: if one cannot be incremented, no lock
+-- has been written.
 local out = {1}
 for i = 1, n do
-    local name = KEYS[2 * i - 1]
-    local held = redis.call('hexists', name, owner) == 1
+    local held = redis.call('hexists', KEYS[2 * i - 1], owner) == 1
     local token
     if held then
         token = tonumber(redis.call('get', KEYS[2 * i])) or 0
     else
         token = redis.call('incr', KEYS[2 * i])
     end
+    out[#out + 1] = token
+    out[#out + 1] = held and 0 or 1
+end
+for i = 1, n do
+    local name = KEYS[2 * i - 1]
     redis.call('pexpire', KEYS[2 * i], ARGV[3])
     redis.call('hset', name, owner, ARGV[3 + i])
     redis.call('pexpire', name, ARGV[1])
-    out[#out + 1] = token
-    out[#out + 1] = held and 0 or 1
 end
 return out

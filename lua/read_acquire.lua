@@ -13,12 +13,31 @@
 -- Returns {1, 0, fresh}: taken (fresh = 1 when the owner had no read hold
 --         before); {0, pttl}: a writer holds it, or a redislock writer
 --         waits (pttl of the lock or of that writer's mark).
+-- A hash of another shape is not a lock: nothing here may change it, and
+-- it counts as held by someone else. A read-write lock has mode read or
+-- write and holders "<id>:<n>" / "<id>:<n>:write" with small positive counts.
+local function foreign(key)
+    local fields = redis.call('hgetall', key)
+    for i = 1, #fields, 2 do
+        local f, v = fields[i], fields[i + 1]
+        if f == 'mode' then
+            if v ~= 'read' and v ~= 'write' then
+                return true
+            end
+        elseif not string.match(v, '^[1-9]%d?%d?%d?%d?$') or
+            not (string.match(f, '^.+:%d+$') or string.match(f, '^.+:%d+:write$')) then
+            return true
+        end
+    end
+    return false
+end
+
 local owner = ARGV[2]
 local target = tonumber(ARGV[3])
 local mode = redis.call('hget', KEYS[1], 'mode')
 local count = tonumber(redis.call('hget', KEYS[1], owner) or 0)
 
-if mode == false and redis.call('exists', KEYS[1]) == 1 then
+if (mode == false and redis.call('exists', KEYS[1]) == 1) or foreign(KEYS[1]) then
     -- a hash without mode: an exclusive lock (RLock) of the same name
     return {0, redis.call('pttl', KEYS[1])}
 end

@@ -14,6 +14,25 @@
 -- ARGV[4]  how long the fencing counter lives from now, in ms
 -- ARGV[5]  how long the waiting mark lives, in ms; 0: do not set it
 -- Returns {1, token, fresh} when taken; {0, pttl} when held by others.
+-- A hash of another shape is not a lock: nothing here may change it, and
+-- it counts as held by someone else. A read-write lock has mode read or
+-- write and holders "<id>:<n>" / "<id>:<n>:write" with small positive counts.
+local function foreign(key)
+    local fields = redis.call('hgetall', key)
+    for i = 1, #fields, 2 do
+        local f, v = fields[i], fields[i + 1]
+        if f == 'mode' then
+            if v ~= 'read' and v ~= 'write' then
+                return true
+            end
+        elseif not string.match(v, '^[1-9]%d?%d?%d?%d?$') or
+            not (string.match(f, '^.+:%d+$') or string.match(f, '^.+:%d+:write$')) then
+            return true
+        end
+    end
+    return false
+end
+
 local owner = ARGV[2]
 local field = owner .. ':write'
 local mode = redis.call('hget', KEYS[1], 'mode')
@@ -46,17 +65,15 @@ local function other_readers_pttl()
     return longest
 end
 
-if mode == false and redis.call('exists', KEYS[1]) == 1 then
+if (mode == false and redis.call('exists', KEYS[1]) == 1) or foreign(KEYS[1]) then
     return blocked()
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], field) == 0 then
     return blocked()
 end
 if mode == 'read' then
-    if redis.call('hexists', KEYS[1], owner) == 0 then
-        return blocked()
-    end
-    -- an upgrade waits for the other readers only, not for its own hold
+    -- wait for the other live readers only (an upgrade not for its own
+    -- hold); readers whose holds all ran out no longer count
     local others = other_readers_pttl()
     if others > 0 then
         return blocked(others)

@@ -4,7 +4,8 @@
 
 -- redis_locks gains the kind of each hold. Its function's result changes,
 -- so view and function are made again (a user's view over redis_locks has
--- to be dropped first); comments and privileges as a fresh install has them.
+-- to be dropped first); comments and privileges as a fresh install has them,
+-- so GRANTs or REVOKEs made on them after installing 1.0 must be made again.
 
 DROP VIEW redis_locks;
 DROP FUNCTION redis_locks();
@@ -36,7 +37,7 @@ CREATE VIEW redis_locks AS
     FROM redis_locks();
 
 COMMENT ON VIEW redis_locks IS
-'every Redis lock held by a session of this server: pid, name, kind (lock), scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing/unsettled), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
+'every Redis lock held by a session of this server: pid, name, kind (lock, read or write), scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing/unsettled), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
 
 GRANT SELECT ON redis_locks TO PUBLIC;
 

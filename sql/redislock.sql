@@ -213,7 +213,7 @@ CREATE VIEW redis_locks AS
     FROM redis_locks();
 
 COMMENT ON VIEW redis_locks IS
-'every Redis lock held by a session of this server: pid, name, kind (lock), scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing/unsettled), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
+'every Redis lock held by a session of this server: pid, name, kind (lock, read or write), scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing/unsettled), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
 
 CREATE FUNCTION redis_lock_stats(OUT acquires bigint,
                                  OUT reentries bigint,

@@ -182,8 +182,12 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 	{
 		if (replies[i]->type == REDIS_REPLY_ERROR)
 		{
+			/* repeating cannot help: the lock is settled, as far as it can be */
 			if (!quiet)
+			{
+				rl_set_flags(locks[i], false, false);
 				rl_reply_error(replies[i], RL_OP_RELEASE, locks[i]->name);
+			}
 			ereport(WARNING,
 					(rl_op_errmsg(RL_OP_RELEASE, locks[i]->name),
 					 errdetail_internal("Redis server \"%s\" answered: %s",
@@ -308,39 +312,62 @@ replica_wait_ms(void)
 }
 
 /*
- * Runs acquisition e with WAIT right behind it in the same pipeline, so the
- * WAIT counts the replicas that have this very write, on the master that
- * made it. Sent on their own, a WAIT retried on a new connection (lost
- * connection, failover) would count replicas of nothing and return at once.
- * Returns the script's reply; the WAIT reply goes to out->wait.
+ * Runs acquisition e. With redislock.sync_replicas, WAIT goes right behind
+ * it in the same pipeline, so the WAIT counts the replicas that have this
+ * very write, on the master that made it (sent on their own, a WAIT retried
+ * on a new connection after a failover would count replicas of nothing);
+ * *wait gets its reply, else NULL. Returns the script's reply, which may
+ * be an error reply; raises when Redis could not be reached.
  */
-static RLReply *
-acquire_and_wait(const RLEval *e, LocalLock *ll, Attempt *out)
+RLReply *
+rl_run_acquisition(const RLEval *e, RLReply **wait)
 {
-	RLCommand	wait;
-	RLReply    *replies[2];
-	char		nreplicas[16];
-	char		timeout[16];
+	RLReply    *replies[2] = {NULL, NULL};
+	bool		ok;
 
-	memset(&wait, 0, sizeof(wait));
-	snprintf(nreplicas, sizeof(nreplicas), "%d", rl_sync_replicas);
-	snprintf(timeout, sizeof(timeout), "%d", replica_wait_ms());
-	rl_set_arg(&wait, "WAIT", 4);
-	rl_set_arg(&wait, nreplicas, strlen(nreplicas));
-	rl_set_arg(&wait, timeout, strlen(timeout));
-	if (!rl_run_then(e, &wait, replies))
+	if (rl_sync_replicas > 0)
+	{
+		RLCommand	cmd;
+		char	   *nreplicas = psprintf("%d", rl_sync_replicas);
+		char	   *timeout = psprintf("%d", replica_wait_ms());
+
+		memset(&cmd, 0, sizeof(cmd));
+		rl_set_arg(&cmd, "WAIT", 4);
+		rl_set_arg(&cmd, nreplicas, strlen(nreplicas));
+		rl_set_arg(&cmd, timeout, strlen(timeout));
+		ok = rl_run_then(e, &cmd, replies);
+	}
+	else
+		ok = rl_run(1, e, replies);
+	if (!ok)
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_report(&rl_cmd_conn, ERROR);
 	}
-	rl_set_flags(ll, false, ll->queued);
-	if (replies[0]->type == REDIS_REPLY_ERROR)
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		rl_reply_error(replies[0], RL_OP_ACQUIRE, ll->name);
-	}
-	out->wait = replies[1];
+	*wait = replies[1];
 	return replies[0];
+}
+
+/*
+ * Raises the error of an acquisition of name that the replicas did not
+ * confirm (wait: the WAIT reply), given back or not.
+ */
+void		pg_attribute_noreturn()
+rl_replicas_unconfirmed(const RLReply *r, const char *name, bool given_back)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("Redis lock \"%s\" was not confirmed by %d replicas",
+					name, rl_sync_replicas),
+			 r->type == REDIS_REPLY_INTEGER ?
+			 errdetail("Only %lld replicas acknowledged it within %d ms; %s.",
+					   r->integer, replica_wait_ms(),
+					   given_back ? "the lock was given back" :
+					   "it is given back on this session's next call or by the redislock worker") :
+			 errdetail("WAIT failed: %s; %s.", r->str,
+					   given_back ? "the lock was given back" :
+					   "it is given back on this session's next call or by the redislock worker"),
+			 errhint("Check the replicas of the Redis server, or lower redislock.sync_replicas.")));
 }
 
 /*
@@ -431,8 +458,13 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	rl_mark_dirty(ll);
 	memset(out, 0, sizeof(*out));
-	r = rl_sync_replicas > 0 ? acquire_and_wait(&e, ll, out) :
-		rl_eval_one(&e, RL_OP_ACQUIRE, ll->name, ll);
+	r = rl_run_acquisition(&e, &out->wait);
+	rl_set_flags(ll, false, ll->queued);	/* Redis answered */
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_reply_error(r, RL_OP_ACQUIRE, ll->name);
+	}
 	rl_expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
 								REDIS_REPLY_INTEGER) && r->elements >= 2,
 					RL_OP_ACQUIRE, ll->name);
@@ -544,18 +576,29 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	 * Not fresh yet nothing held locally: our first attempt took it but its
 	 * reply was lost, and a repeat found it held by us.
 	 */
-	if (a->fresh || total_holds(ll) == 0)
+	bool		first = a->fresh || total_holds(ll) == 0;
+
+	if (first)
 	{
 		if (a->fresh && total_holds(ll) > 0)
 			ereport(WARNING,
-					(errmsg("Redis lock \"%s\" had been lost and was acquired again", ll->name),
+					(errmsg("%s \"%s\" had been lost and was acquired again",
+							rl_primitive(ll->kind)->noun, ll->name),
 					 errdetail("Its lease ran out or it was force-released while this session held it; the new fencing token is " INT64_FORMAT ".",
 							   a->token)));
 		ll->token = a->token;
 		ll->acquired_at = GetCurrentTimestamp();
 		ll->watchdog = false;
 	}
-	ll->lease_ms = lease_ms;
+
+	/*
+	 * A re-entry sets the lease again, as in Redisson; the scripts of read
+	 * and write holds never shorten it, so neither does their entry.
+	 */
+	if (first || ll->kind == RL_KIND_LOCK)
+		ll->lease_ms = lease_ms;
+	else
+		ll->lease_ms = Max(ll->lease_ms, lease_ms);
 	ll->masters = a->masters;
 	ll->watchdog |= (req->lease_ms == 0);
 	ll->fair = req->fair;
@@ -591,19 +634,7 @@ confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
 	given_back = rl_trim_in_redis(1, &ll, &keep, &before, true);
 	if (given_back)
 		rl_set_flags(ll, false, ll->queued);
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("Redis lock \"%s\" was not confirmed by %d replicas",
-					ll->name, rl_sync_replicas),
-			 r->type == REDIS_REPLY_INTEGER ?
-			 errdetail("Only %lld replicas acknowledged it within %d ms; %s.",
-					   r->integer, replica_wait_ms(),
-					   given_back ? "the lock was given back" :
-					   "it is given back on this session's next call or by the redislock worker") :
-			 errdetail("WAIT failed: %s; %s.", r->str,
-					   given_back ? "the lock was given back" :
-					   "it is given back on this session's next call or by the redislock worker"),
-			 errhint("Check the replicas of the Redis server, or lower redislock.sync_replicas.")));
+	rl_replicas_unconfirmed(r, ll->name, given_back);
 }
 
 /*
@@ -786,7 +817,8 @@ rl_lock_release_all(void)
 		}
 		else
 			ereport(WARNING,
-					(errmsg("Redis lock \"%s\" was no longer held", locks[i]->name),
+					(errmsg("%s \"%s\" was no longer held",
+							rl_primitive(locks[i]->kind)->noun, locks[i]->name),
 					 errdetail("Its lease ran out or it was force-released.")));
 		locks[i]->session_holds = 0;
 		rl_publish(locks[i], false, false);

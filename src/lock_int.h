@@ -166,6 +166,9 @@ extern void rl_settle(bool quiet);
 extern RLReply *rl_eval_one(const RLEval *e, RLOp op,
 							const char *name, LocalLock *pending);
 extern void rl_check_acquire(const RLAcquireRequest *req);
+extern RLReply *rl_run_acquisition(const RLEval *e, RLReply **wait);
+extern void rl_replicas_unconfirmed(const RLReply *r, const char *name,
+									bool given_back) pg_attribute_noreturn();
 extern bool rl_take_hold(LocalLock *ll, const RLAcquireRequest *req,
 						 int32 target, Attempt *a);
 extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,

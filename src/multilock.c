@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/timestamp.h"
 
 #include "lock_int.h"
@@ -29,6 +30,7 @@ typedef struct MultiLock
 	int64		lease_ms;
 	int64	   *token;			/* filled when taken */
 	bool	   *fresh;
+	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
 } MultiLock;
 
 /* One try of acquire_all.lua; a->acquired, or a->pttl of the blocker. */
@@ -53,14 +55,21 @@ attempt_all(void *arg, Attempt *a)
 		e.args[3 + i] = rl_int64_arg(m->target[i]);
 		rl_mark_dirty(m->locks[i]);
 	}
-	r = rl_eval_one(&e, RL_OP_ACQUIRE, m->req->name, NULL);
+	r = rl_run_acquisition(&e, &m->wait);
+
+	/* Redis answered: the outcome is known, whatever it is */
+	for (int i = 0; i < m->n; i++)
+		rl_set_flags(m->locks[i], false, false);
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_reply_error(r, RL_OP_ACQUIRE, m->req->name);
+	}
 	rl_expect_reply(is_array_of(r, r->type == REDIS_REPLY_ARRAY ? r->elements : 2,
 								REDIS_REPLY_INTEGER) && r->elements >= 2 &&
 					(r->element[0]->integer == 0 ||
 					 r->elements == 1 + 2 * (size_t) m->n),
 					RL_OP_ACQUIRE, m->req->name);
-	for (int i = 0; i < m->n; i++)
-		rl_set_flags(m->locks[i], false, false);
 	memset(a, 0, sizeof(*a));
 	a->acquired = r->element[0]->integer == 1;
 	if (!a->acquired)
@@ -73,6 +82,32 @@ attempt_all(void *arg, Attempt *a)
 		m->token[i] = r->element[1 + 2 * i]->integer;
 		m->fresh[i] = r->element[2 + 2 * i]->integer == 1;
 	}
+}
+
+/*
+ * With redislock.sync_replicas, the set counts only once the replicas have
+ * it (the WAIT sent with the script that took it); otherwise all of it is
+ * given back and the call fails, as a single acquisition does.
+ */
+static void
+confirm_on_replicas(MultiLock *m)
+{
+	int32	   *keep = palloc(sizeof(int32) * m->n);
+	int64	   *before = palloc(sizeof(int64) * m->n);
+	bool		given_back;
+
+	if (m->wait->type == REDIS_REPLY_INTEGER && m->wait->integer >= rl_sync_replicas)
+		return;
+	for (int i = 0; i < m->n; i++)
+	{
+		keep[i] = m->target[i] - 1;
+		rl_mark_dirty(m->locks[i]);
+	}
+	given_back = rl_trim_in_redis(m->n, m->locks, keep, before, true);
+	if (given_back)
+		for (int i = 0; i < m->n; i++)
+			rl_set_flags(m->locks[i], false, false);
+	rl_replicas_unconfirmed(m->wait, m->req->name, given_back);
 }
 
 /* All on one node: one script, and a wait on every name's channel. */
@@ -97,6 +132,8 @@ take_at_once(MultiLock *m)
 	}
 	if (!a.acquired)
 		return false;
+	if (m->wait != NULL)
+		confirm_on_replicas(m);
 	for (int i = 0; i < m->n; i++)
 	{
 		a.token = m->token[i];
@@ -118,7 +155,7 @@ give_back(MultiLock *m, int n, bool quiet)
 {
 	int32	   *keep = palloc(sizeof(int32) * Max(n, 1));
 	int64	   *before = palloc(sizeof(int64) * Max(n, 1));
-	bool		done = true;
+	volatile bool done = true;
 
 	if (n == 0)
 		return;
@@ -135,10 +172,17 @@ give_back(MultiLock *m, int n, bool quiet)
 
 		HOLD_INTERRUPTS();
 		rl_limit_waits(CLEANUP_MS);
-		done = rl_trim_in_redis(n, m->locks, keep, before, true);
-		rl_limit_waits(0);
+		PG_TRY();
+		{
+			done = rl_trim_in_redis(n, m->locks, keep, before, true);
+		}
+		PG_FINALLY();
+		{
+			rl_limit_waits(0);
+			MemoryContextSwitchTo(old);
+		}
+		PG_END_TRY();
 		RESUME_INTERRUPTS();
-		MemoryContextSwitchTo(old);
 		if (!done)
 			rl_hand_unsettled_to_worker();
 	}
@@ -151,29 +195,30 @@ give_back(MultiLock *m, int n, bool quiet)
 }
 
 /*
- * Does Redis still have every hold of the call? One that was taken early
- * may have run out while a later one was awaited (a fixed lease, or the
- * watchdog kept from Redis).
+ * Gives every hold of the call its full lease again, as the last step: one
+ * taken early may have run out while a later one was awaited (a fixed
+ * lease, or the watchdog kept from Redis), or be close to it. Returns
+ * whether Redis still had every one of them.
  */
 static bool
-all_still_held(MultiLock *m)
+all_renewed(MultiLock *m)
 {
-	RLCommand  *cmds = palloc0(sizeof(RLCommand) * m->n);
-	const char **keys = palloc(sizeof(char *) * m->n);
+	RLEval	   *evals = palloc0(sizeof(RLEval) * m->n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * m->n);
 
 	for (int i = 0; i < m->n; i++)
+		rl_renew_eval(&evals[i], RL_KIND_LOCK, m->locks[i]->name, rl_owner_id(),
+					  m->lease_ms, total_holds(m->locks[i]), false);
+	if (!rl_run(m->n, evals, replies))
 	{
-		keys[i] = m->locks[i]->name;
-		rl_set_arg(&cmds[i], "HEXISTS", 7);
-		rl_set_arg(&cmds[i], keys[i], strlen(keys[i]));
-		rl_set_arg(&cmds[i], rl_owner_id(), strlen(rl_owner_id()));
-	}
-	if (!rl_run_cmds(m->n, cmds, keys, replies))
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		rl_report(&rl_cmd_conn, ERROR);
+	}
 	for (int i = 0; i < m->n; i++)
 		if (replies[i]->type != REDIS_REPLY_INTEGER || replies[i]->integer != 1)
 			return false;
+	for (int i = 0; i < m->n; i++)
+		rl_publish(m->locks[i], false, true);
 	return true;
 }
 
@@ -194,11 +239,16 @@ take_in_order(MultiLock *m)
 	volatile TimestampTz deadline = DT_NOEND;
 	volatile int taken = 0;
 	volatile bool all = false;
+	bool		by_lock_timeout = m->req->wait_ms < 0 && LockTimeout > 0;
 
+	/* one deadline for the whole call, lock_timeout's too */
 	one.scope = RL_SCOPE_SESSION;
 	if (m->req->wait_ms > 0)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   m->req->wait_ms);
+	else if (by_lock_timeout)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   LockTimeout);
 	while (!all)
 	{
 		taken = 0;
@@ -209,14 +259,14 @@ take_in_order(MultiLock *m)
 				LocalLock  *ll = m->locks[taken];
 				Attempt		a;
 
-				if (m->req->wait_ms > 0)
+				if (deadline != DT_NOEND)
 					one.wait_ms = Max((deadline - GetCurrentTimestamp()) / 1000, 0);
 				one.name = ll->name;
 				if (!rl_take_hold(ll, &one, total_holds(ll) + 1, &a))
 					break;
 				rl_record_hold(ll, &one, m->lease_ms, &a);
 			}
-			all = taken == m->n && all_still_held(m);
+			all = taken == m->n && all_renewed(m);
 		}
 		PG_CATCH();
 		{
@@ -228,7 +278,15 @@ take_in_order(MultiLock *m)
 			break;
 		give_back(m, taken, false);
 		if (taken < m->n || GetCurrentTimestamp() >= deadline)
+		{
+			if (by_lock_timeout)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("could not obtain Redis lock \"%s\"", m->req->name),
+						 errdetail("lock_timeout (%d ms) expired while waiting.",
+								   LockTimeout)));
 			return false;
+		}
 	}
 	if (m->req->scope == RL_SCOPE_XACT)
 		for (int i = 0; i < m->n; i++)

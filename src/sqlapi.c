@@ -280,10 +280,17 @@ acquire_all(FunctionCallInfo fcinfo, RLScope scope)
 	RLAcquireRequest req;
 	const char **names;
 	int			n;
+	StringInfoData all;
 
 	names = names_arg(fcinfo, 0, &n);
+	/* messages about the whole set name it as the array it came as */
+	initStringInfo(&all);
+	appendStringInfoChar(&all, '{');
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&all, "%s%s", i > 0 ? "," : "", names[i]);
+	appendStringInfoChar(&all, '}');
 	req.kind = RL_KIND_LOCK;
-	req.name = names[0];
+	req.name = all.data;
 	req.scope = scope;
 	req.wait_ms = wait_arg(fcinfo, 1);
 	req.lease_ms = lease_arg(fcinfo, 2);

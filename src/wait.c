@@ -127,7 +127,8 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	if (!acquired && by_lock_timeout)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not obtain Redis lock \"%s\"", req->name),
+				 errmsg("could not obtain %s \"%s\"", rl_primitive(req->kind)->noun,
+						req->name),
 				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
 	return acquired;
 }

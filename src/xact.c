@@ -205,7 +205,8 @@ lost_before_commit(LocalLock *ll)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-			 errmsg("Redis lock \"%s\" was lost before COMMIT", ll->name),
+			 errmsg("%s \"%s\" was lost before COMMIT",
+					rl_primitive(ll->kind)->noun, ll->name),
 			 errdetail("Redis no longer has this session's hold (lease ran out, force-released, or Redis lost its data), so the transaction's work was not done under the lock."),
 			 errhint("Retry the transaction, or set redislock.verify_on_commit = off to commit such work anyway.")));
 }

@@ -192,6 +192,25 @@ sub mark   { $rc->cmd('GET', "redislock_rwlock_writer:{$_[0]}") }
 	$b->notices;
 }
 
+# --- 8. a hash that only looks like a read-write lock is left alone ----------
+{
+	my $n = 'rw:prefs';
+	$rc->cmd('HSET', $n, 'mode', 'read', 'theme', 'dark');
+	is($b->query("SELECT redis_read_lock_acquire('$n', '0', '10 min')"), 'f', 'a read of an application hash with mode=read is refused');
+	is($b->query("SELECT redis_write_lock_acquire('$n', '0', '10 min')"), 'f', '... and a write');
+	is(join(',', sort @{ $rc->cmd('HKEYS', $n) }), 'mode,theme', 'the hash is untouched');
+	is($rc->cmd('PTTL', $n), -1, '... and still has no expiry');
+	$rc->cmd('DEL', $n);
+
+	# a writer passes readers whose holds all ran out
+	$rc->cmd('HSET', 'rw:stale', 'mode', 'read', 'gone-reader:1', '1');
+	$rc->cmd('PEXPIRE', 'rw:stale', '600000');
+	is($b->query("SELECT redis_write_lock_acquire('rw:stale', '0', '10 min')"), 't',
+		'a writer passes a reader without a live timeout key');
+	is(join(',', sort @{ $rc->cmd('HKEYS', 'rw:stale') }), "$b_id:write,mode", 'the stale reader is purged');
+	is($b->query("SELECT redis_write_lock_release('rw:stale')"), 't', 'B releases');
+}
+
 is($obs->query('SELECT count(*) FROM redis_locks'), 0, 'redis_locks is empty at the end');
 $_->close for $a, $b, $c;
 no_crash_ok($node, 'read-write locks');

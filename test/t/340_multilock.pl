@@ -451,6 +451,31 @@ sub nothing_held_ok
 	is($w->query('SELECT redis_lock_release_all()'), 3, 'W gives them back');
 	$h2->close;
 }
+# =============================================================================
+# 4b. a name that is not a lock, and redislock.sync_replicas
+# =============================================================================
+{
+	$rc->cmd('SET', 'ty:b', 'not a lock');
+	is($w->query("SELECT redis_lock_acquire('ty:other', '0')"), 't', 'W holds ty:other');
+	my (undef, $err, $st) = $w->try("SELECT redis_lock_acquire_all(ARRAY['ty:a', 'ty:b'], '0')");
+	ok(defined $st, 'acquire_all over a string key fails') or diag('it returned');
+	like($err // '', qr/\{ty:a,ty:b\}/, '... naming the set it was asked for');
+	is($rc->cmd('EXISTS', 'ty:a'), 0, '... and takes nothing');
+	is($w->query("SELECT redis_lock_release('ty:other')"), 't',
+		'the session is not stuck: it releases its other lock');
+	is($w->query("SELECT redis_lock_acquire('ty:c', '0') AND redis_lock_release('ty:c')"), 't',
+		'... and takes and releases another one');
+	is($rc->cmd('GET', 'ty:b'), 'not a lock', 'the string key is untouched');
+	is($w->query("SELECT count(*) FROM redis_locks WHERE name LIKE 'ty:%'"), 0, 'redis_locks shows nothing of it');
+
+	# no replica can confirm: the whole set is given back, as for one lock
+	$w->query('SET redislock.sync_replicas = 1');
+	(undef, $err, $st) = $w->try("SELECT redis_lock_acquire_all(ARRAY['sr:a', 'sr:b'], '0')");
+	is($st, '55000', 'sync_replicas = 1 without replicas: acquire_all fails with 55000') or diag($err // 'no error');
+	is($rc->cmd('EXISTS', 'sr:a') + $rc->cmd('EXISTS', 'sr:b'), 0, '... and the set was given back');
+	$w->query('RESET redislock.sync_replicas');
+	is($w->query("SELECT count(*) FROM redis_locks WHERE name LIKE 'sr:%'"), 0, '... nothing in redis_locks');
+}
 is($holder->query("SELECT redis_lock_release('cx:3')"), 't', 'H releases cx:3');
 is($rc->cmd('EXISTS', 'cx:3'), 0, 'nothing left');
 $holder->close;
@@ -668,6 +693,20 @@ sub c_local_holds { $cobs->query('SELECT count(*) FROM redis_locks WHERE pid = '
 	is($cobs->query("SELECT count(*) FROM redis_locks WHERE pid = " . $ca->pid), 0, 'redis_locks shows nothing for A');
 	$cc->query('SELECT redis_lock_release_all()');
 	$cc->close;
+}
+
+{
+	# the call ends by giving every hold its full lease again: one taken
+	# early does not keep only what was left of it after the wait
+	my ($first, $last) = ($MC[0], $MC[-1]);
+	redis_cmd($node_of{$last}, 'HSET', $last, 'someone:1', '1');
+	redis_cmd($node_of{$last}, 'PEXPIRE', $last, '3000');
+	is($ca->query('SELECT redis_lock_acquire_all(' . arr(@MC) . ", '20 s', '30 s')"), 't',
+		"A gets the set once $last's foreign hold ran out");
+	my ($p_first, $p_last) = (redis_cmd($node_of{$first}, 'PTTL', $first), redis_cmd($node_of{$last}, 'PTTL', $last));
+	cmp_ok($p_first, '>=', $p_last - 1000,
+		"$first, taken before the 3 s wait, has its full lease again like $last ($p_first vs $p_last ms)");
+	is($ca->query('SELECT redis_lock_release_all()'), scalar(@MC), 'A releases them');
 }
 
 $_->close for $ca, $cb, $cobs;
