@@ -414,7 +414,6 @@ const RLPrimitive rl_lock_primitive = {
 	.acquire = lock_acquire_eval,
 	.release = lock_release_eval,
 	.renew = lock_renew_eval,
-	.withdraw = NULL,
 	.channel = lock_channel,
 	.field = lock_field,
 };
@@ -492,8 +491,6 @@ give_up_place_quietly(LocalLock *ll)
 	MemoryContext old;
 	int32		keep = total_holds(ll);
 	int64		before;
-	RLEval		e;
-	RLReply    *r;
 
 	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
 		return;
@@ -502,12 +499,7 @@ give_up_place_quietly(LocalLock *ll)
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
-		if (rl_primitive(ll->kind)->withdraw)
-		{
-			rl_primitive(ll->kind)->withdraw(&e, ll->name);
-			(void) rl_run(1, &e, &r);
-		}
-		else if (rl_trim_in_redis(1, &ll, &keep, &before, true))
+		if (rl_trim_in_redis(1, &ll, &keep, &before, true))
 			rl_set_flags(ll, ll->dirty, false);
 	}
 	PG_FINALLY();
@@ -543,7 +535,7 @@ lock_wait_give_up(void *arg)
 {
 	LockWait   *lw = arg;
 
-	if (lw->ll->queued || rl_primitive(lw->ll->kind)->waiter_place)
+	if (lw->ll->queued)
 		give_up_place_quietly(lw->ll);
 }
 

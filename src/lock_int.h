@@ -117,9 +117,11 @@ is_array_of(const RLReply *r, size_t n, int type)
  * What the engine needs to know of one kind of hold (a primitive): its
  * scripts, where its releases are announced, its field in the lock hash (the
  * commit guard checks it), and whether a waiter keeps a place that it
- * refreshes while it waits and gives up when it stops (a fair queue entry is
- * the exclusive lock's, with fair; a waiting writer's mark is the write
- * lock's, always).
+ * refreshes while it waits (a fair queue entry is the exclusive lock's, with
+ * fair; a waiting writer's mark is the write lock's, always). An acquisition
+ * that may leave such a place marks the entry "queued"; the release script
+ * with leave gives the place up, so settling, a given-up wait and the worker
+ * take it back as they take a fair queue entry back.
  */
 typedef struct RLPrimitive
 {
@@ -133,9 +135,6 @@ typedef struct RLPrimitive
 							int32 keep, bool leave, int64 mark_ms);
 	void		(*renew) (RLEval *e, const char *name, const char *owner,
 						  int64 lease_ms, int32 holds, bool restore);
-	void		(*withdraw) (RLEval *e, const char *name);	/* gives up the
-															 * waiter's place;
-															 * NULL: trim */
 	char	   *(*channel) (const char *name, bool fair);
 	const char *(*field) (const char *owner);
 } RLPrimitive;

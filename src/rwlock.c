@@ -84,7 +84,9 @@ read_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 /*
  * A write hold bringing our count to target. A writer that will wait
  * (enqueue) leaves its mark if it must, so that new readers of ours let it
- * pass (see read_acquire.lua); the mark lives as a fair queue entry does.
+ * pass (see read_acquire.lua); the mark lives as a fair queue entry does,
+ * and like one it is marked "queued" here until the writer has the lock or
+ * has taken its mark back (write_release.lua with leave).
  */
 static void
 write_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
@@ -102,6 +104,8 @@ write_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 	e->args[2] = rl_int64_arg(target);
 	e->args[3] = rl_token_ttl_arg(lease_ms);
 	e->args[4] = rl_int64_arg(enqueue ? rl_fair_wait_timeout : 0);
+	if (enqueue)
+		rl_set_flags(ll, ll->dirty, true);
 }
 
 /* A trim of owner's read holds to keep; the last live reader publishes 0. */
@@ -123,20 +127,25 @@ read_release_eval(RLEval *e, const char *name, const char *owner,
 	e->args[2] = rl_publish_command();
 }
 
-/* A trim of owner's write holds to keep; the last one publishes 1. */
+/*
+ * A trim of owner's write holds to keep (the last one publishes 1); with
+ * leave, owner also gives up its mark as a waiting writer.
+ */
 static void
 write_release_eval(RLEval *e, const char *name, const char *owner,
 				   int32 keep, bool leave, int64 mark_ms)
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_write_release;
-	e->nkeys = 2;
+	e->nkeys = 3;
 	e->keys[0] = name;
 	e->keys[1] = rwlock_channel_key(name);
-	e->nargs = 3;
+	e->keys[2] = writer_mark_key(name);
+	e->nargs = 4;
 	e->args[0] = owner;
 	e->args[1] = rl_int64_arg(keep);
 	e->args[2] = rl_publish_command();
+	e->args[3] = leave ? "1" : "0";
 }
 
 /* The watchdog's renewal of read holds, with their own timeout keys. */
@@ -169,23 +178,6 @@ write_renew_eval(RLEval *e, const char *name, const char *owner,
 }
 
 /*
- * A writer's withdrawal after giving up: its mark goes, and the readers it
- * kept out are told.
- */
-static void
-write_withdraw_eval(RLEval *e, const char *name)
-{
-	memset(e, 0, sizeof(*e));
-	e->script = &rl_script_write_withdraw;
-	e->nkeys = 2;
-	e->keys[0] = writer_mark_key(name);
-	e->keys[1] = rwlock_channel_key(name);
-	e->nargs = 2;
-	e->args[0] = rl_owner_id();
-	e->args[1] = rl_publish_command();
-}
-
-/*
  * Readers share a hold that each Redlock master would count on its own: a
  * master that missed a release cannot be told from a live reader, so
  * neither kind is offered with Redlock.
@@ -198,7 +190,6 @@ const RLPrimitive rl_read_primitive = {
 	.acquire = read_acquire_eval,
 	.release = read_release_eval,
 	.renew = read_renew_eval,
-	.withdraw = NULL,
 	.channel = rw_channel,
 	.field = read_field,
 };
@@ -211,7 +202,6 @@ const RLPrimitive rl_write_primitive = {
 	.acquire = write_acquire_eval,
 	.release = write_release_eval,
 	.renew = write_renew_eval,
-	.withdraw = write_withdraw_eval,
 	.channel = rw_channel,
 	.field = write_field,
 };

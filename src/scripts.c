@@ -25,5 +25,4 @@ const RedisScript *const rl_scripts[RL_NSCRIPTS] = {
 	&rl_script_status,
 	&rl_script_write_acquire,
 	&rl_script_write_release,
-	&rl_script_write_withdraw,
 };

@@ -22,10 +22,9 @@ extern const RedisScript rl_script_renew;
 extern const RedisScript rl_script_status;
 extern const RedisScript rl_script_write_acquire;
 extern const RedisScript rl_script_write_release;
-extern const RedisScript rl_script_write_withdraw;
 
 /* Every script above, for connections that load them all when they open. */
-#define RL_NSCRIPTS 14
+#define RL_NSCRIPTS 13
 extern const RedisScript *const rl_scripts[RL_NSCRIPTS];
 
 #endif							/* REDISLOCK_SCRIPTS_H */

@@ -98,6 +98,26 @@ sub mark   { $rc->cmd('GET', "redislock_rwlock_writer:{$_[0]}") }
 	is($c->query("SELECT redis_read_lock_release('$n')"), 't', 'C releases');
 }
 
+# --- 3b. a writer whose session ends while it waits takes its mark along ----
+{
+	my $n = 'rw:3b';
+	my $d = RedisLockTest::Session->new($node);
+	my $d_id = $d->query('SELECT redis_lock_owner_id()');
+	$d->query("SET redislock.fair_wait_timeout = '1h'");    # the mark would live an hour
+	is($b->query("SELECT redis_read_lock_acquire('$n', '0', '10 min')"), 't', 'B reads rw:3b');
+	$d->start("SELECT redis_write_lock_acquire('$n', NULL, '10 min')");
+	waits_ok($d, 'writer D');
+	until_ok("D left its waiting mark", sub { (mark($n) // '') eq $d_id });
+	$c->start("SELECT redis_read_lock_acquire('$n', NULL, '10 min')");
+	waits_ok($c, 'reader C behind the mark');
+	ok($d->terminate($T), 'D is terminated while it waits');
+	my ($v, $err) = $c->finish($T);
+	is($v, 't', "reader C gets in: D's session end took the mark back and woke it") or diag($err);
+	ok(!defined mark($n), 'no mark left');
+	is($b->query("SELECT redis_read_lock_release('$n')"), 't', 'B releases');
+	is($c->query("SELECT redis_read_lock_release('$n')"), 't', 'C releases');
+}
+
 # --- 4. upgrades --------------------------------------------------------------
 {
 	my $n = 'rw:4';
