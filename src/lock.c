@@ -482,25 +482,20 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 }
 
 /*
- * Gives up this session's place after an interrupted wait: its fair queue
- * entry, or its mark as a waiting writer. Never throws.
+ * rl_trim_in_redis() from a path that gives up or unwinds an ERROR: Redis
+ * gets CLEANUP_MS at most, interrupts wait, and a failure is only logged.
  */
-static void
-give_up_place_quietly(LocalLock *ll)
+bool
+rl_trim_quietly(int n, LocalLock **locks, const int32 *keep, int64 *before)
 {
-	MemoryContext old;
-	int32		keep = total_holds(ll);
-	int64		before;
+	MemoryContext old = MemoryContextSwitchTo(rl_cleanup_context);
+	volatile bool done = false;
 
-	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
-		return;
 	HOLD_INTERRUPTS();
-	old = MemoryContextSwitchTo(rl_cleanup_context);
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
-		if (rl_trim_in_redis(1, &ll, &keep, &before, true))
-			rl_set_flags(ll, ll->dirty, false);
+		done = rl_trim_in_redis(n, locks, keep, before, true);
 	}
 	PG_FINALLY();
 	{
@@ -510,6 +505,23 @@ give_up_place_quietly(LocalLock *ll)
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(rl_cleanup_context);
 	RESUME_INTERRUPTS();
+	return done;
+}
+
+/*
+ * Gives up this session's place after an interrupted wait: its fair queue
+ * entry, or its mark as a waiting writer. Never throws.
+ */
+static void
+give_up_place_quietly(LocalLock *ll)
+{
+	int32		keep = total_holds(ll);
+	int64		before;
+
+	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
+		return;
+	if (rl_trim_quietly(1, &ll, &keep, &before))
+		rl_set_flags(ll, ll->dirty, false);
 }
 
 /* One lock's wait: what rl_wait() calls back. */

@@ -159,6 +159,8 @@ extern void rl_expect_reply(bool ok, RLOp op, const char *name);
 /* lock.c: the engine's Redis side */
 extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
 							 int64 *before, bool quiet);
+extern bool rl_trim_quietly(int n, LocalLock **locks, const int32 *keep,
+							int64 *before);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
 extern void rl_hand_unsettled_to_worker(void);
 extern void rl_settle(bool quiet);

@@ -12,7 +12,6 @@
 
 #include "miscadmin.h"
 #include "storage/proc.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "lock_int.h"
@@ -145,33 +144,6 @@ take_at_once(MultiLock *m)
 }
 
 /*
- * rl_trim_in_redis() on the way out of an ERROR: Redis gets CLEANUP_MS at
- * most, interrupts wait, and a failure is only logged.
- */
-static bool
-trim_quietly(int n, LocalLock **locks, int32 *keep, int64 *before)
-{
-	MemoryContext old = MemoryContextSwitchTo(rl_cleanup_context);
-	volatile bool done = false;
-
-	HOLD_INTERRUPTS();
-	rl_limit_waits(CLEANUP_MS);
-	PG_TRY();
-	{
-		done = rl_trim_in_redis(n, locks, keep, before, true);
-	}
-	PG_FINALLY();
-	{
-		rl_limit_waits(0);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(rl_cleanup_context);
-	RESUME_INTERRUPTS();
-	return done;
-}
-
-/*
  * Gives back the session holds this call took of the first n locks and
  * recorded: each goes back to the holds it had before. With quiet (on the
  * way out of an ERROR) Redis gets CLEANUP_MS at most and a failure is only
@@ -196,7 +168,7 @@ give_back(MultiLock *m, int n, bool quiet)
 	}
 	if (quiet)
 	{
-		done = trim_quietly(n, m->locks, keep, before);
+		done = rl_trim_quietly(n, m->locks, keep, before);
 		if (!done)
 			rl_hand_unsettled_to_worker();
 	}
