@@ -124,6 +124,7 @@ take_at_once(MultiLock *m)
 		for (int i = 0; i < m->n; i++)
 			channels[i] = channel_key(m->locks[i]->name);
 		memset(&w, 0, sizeof(w));
+		w.timeout_msg = psprintf("could not obtain Redis lock \"%s\"", m->req->name);
 		w.nchannels = m->n;
 		w.channels = channels;
 		w.attempt = attempt_all;
@@ -278,7 +279,7 @@ take_in_order(MultiLock *m)
 		for (int i = 0; i < m->n; i++)
 		{
 			m->locks[i]->session_holds--;
-			rl_add_xact_hold(m->locks[i]);
+			rl_add_xact_hold(m->locks[i], 1);
 			rl_publish(m->locks[i], false, false);
 		}
 	return true;
@@ -317,7 +318,7 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 	{
 		for (; nlocks < n; nlocks++)
 		{
-			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, lease_ms);
+			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, NULL, lease_ms);
 			m.target[nlocks] = total_holds(m.locks[nlocks]) + 1;
 			if (m.target[nlocks] > 1 && lease_ms > m.locks[nlocks]->lease_ms)
 				rl_registry_attempt(m.locks[nlocks]->slot, lease_ms);
