@@ -35,17 +35,34 @@ sem_channel(const char *name, bool fair)
 	return sem_channel_key(name);
 }
 
+/* A semaphore script's keys: the pool, the record of holders, the channel. */
+static void
+sem_keys(RLEval *e, const char *name)
+{
+	e->nkeys = 4;
+	e->keys[0] = name;
+	e->keys[1] = holders_key(name);
+	e->keys[2] = holders_timeout_key(name);
+	e->keys[3] = sem_channel_key(name);
+}
+
+/* An expiring-permit script's keys: the pool, the permits out, the channel. */
+static void
+permit_keys(RLEval *e, const char *name)
+{
+	e->nkeys = 3;
+	e->keys[0] = name;
+	e->keys[1] = permits_timeout_key(name);
+	e->keys[2] = sem_channel_key(name);
+}
+
 /* Permits that bring the owner's count to target. */
 static void
 sem_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 				 bool fair, bool enqueue)
 {
 	e->script = &rl_script_sem_acquire;
-	e->nkeys = 4;
-	e->keys[0] = ll->name;
-	e->keys[1] = holders_key(ll->name);
-	e->keys[2] = holders_timeout_key(ll->name);
-	e->keys[3] = sem_channel_key(ll->name);
+	sem_keys(e, ll->name);
 	e->nargs = 5;
 	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = rl_owner_id();
@@ -61,11 +78,7 @@ sem_release_eval(RLEval *e, const char *name, const char *owner,
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_sem_release;
-	e->nkeys = 4;
-	e->keys[0] = name;
-	e->keys[1] = holders_key(name);
-	e->keys[2] = holders_timeout_key(name);
-	e->keys[3] = sem_channel_key(name);
+	sem_keys(e, name);
 	e->nargs = 3;
 	e->args[0] = owner;
 	e->args[1] = rl_int64_arg(keep);
@@ -79,11 +92,7 @@ sem_renew_eval(RLEval *e, const char *name, const char *owner,
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_sem_renew;
-	e->nkeys = 4;
-	e->keys[0] = name;
-	e->keys[1] = holders_key(name);
-	e->keys[2] = holders_timeout_key(name);
-	e->keys[3] = sem_channel_key(name);
+	sem_keys(e, name);
 	e->nargs = 4;
 	e->args[0] = rl_int64_arg(lease_ms > 0 ? lease_ms : rl_watchdog_timeout);
 	e->args[1] = owner;
@@ -105,10 +114,7 @@ permit_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 	int64		now = rl_now_ms();
 
 	e->script = &rl_script_permit_acquire;
-	e->nkeys = 3;
-	e->keys[0] = ll->name;
-	e->keys[1] = permits_timeout_key(ll->name);
-	e->keys[2] = sem_channel_key(ll->name);
+	permit_keys(e, ll->name);
 	e->nargs = 4;
 	e->args[0] = ll->id;
 	e->args[1] = rl_int64_arg(now + lease_ms);
@@ -122,10 +128,7 @@ permit_release_eval(RLEval *e, const char *name, const char *id,
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_permit_release;
-	e->nkeys = 3;
-	e->keys[0] = name;
-	e->keys[1] = permits_timeout_key(name);
-	e->keys[2] = sem_channel_key(name);
+	permit_keys(e, name);
 	e->nargs = 4;
 	e->args[0] = id;
 	e->args[1] = rl_int64_arg(keep);
@@ -140,10 +143,7 @@ permit_renew_eval(RLEval *e, const char *name, const char *id,
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_permit_renew;
-	e->nkeys = 3;
-	e->keys[0] = name;
-	e->keys[1] = permits_timeout_key(name);
-	e->keys[2] = sem_channel_key(name);
+	permit_keys(e, name);
 	e->nargs = 4;
 	e->args[0] = id;
 	e->args[1] = rl_int64_arg(lease_ms > 0 ? lease_ms : rl_watchdog_timeout);
@@ -251,19 +251,12 @@ rl_semaphore_available(const char *name, bool expiring)
 	if (expiring)
 	{
 		e.script = &rl_script_permit_available;
-		e.nkeys = 3;
-		e.keys[0] = name;
-		e.keys[1] = permits_timeout_key(name);
-		e.keys[2] = sem_channel_key(name);
+		permit_keys(&e, name);
 	}
 	else
 	{
 		e.script = &rl_script_sem_available;
-		e.nkeys = 4;
-		e.keys[0] = name;
-		e.keys[1] = holders_key(name);
-		e.keys[2] = holders_timeout_key(name);
-		e.keys[3] = sem_channel_key(name);
+		sem_keys(&e, name);
 	}
 	e.nargs = 2;
 	e.args[0] = rl_now_ms_arg();
