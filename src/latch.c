@@ -33,12 +33,42 @@ latch_channel(const char *name)
 	return psprintf("redisson_countdownlatch__channel__{%s}", name);
 }
 
-/* Runs latch.lua's op on name; returns its integer reply. */
+/*
+ * Publishes message on a latch channel that lies in another cluster slot
+ * than the latch, after the script changed the count. The count has
+ * changed whatever happens here, so a failure is only a WARNING (waiters
+ * then see the count when they next look), never an ERROR that would make
+ * the caller count down twice.
+ */
+static void
+publish_apart(const char *name, const char *channel, int64 message)
+{
+	RLCommand	cmd;
+	RLReply    *r = NULL;
+	const char *publish = rl_publish_command();
+	char	   *msg = rl_int64_arg(message);
+
+	memset(&cmd, 0, sizeof(cmd));
+	rl_set_arg(&cmd, publish, strlen(publish));
+	rl_set_arg(&cmd, channel, strlen(channel));
+	rl_set_arg(&cmd, msg, strlen(msg));
+	if (!rl_run_cmds(1, &cmd, &channel, &r) || r->type == REDIS_REPLY_ERROR)
+		ereport(WARNING,
+				(errmsg("could not announce the new count of Redis count-down latch \"%s\"",
+						name),
+				 errdetail_internal("%s", r != NULL && r->type == REDIS_REPLY_ERROR ?
+									r->str : rl_failure_text(&rl_cmd_conn)),
+				 errhint("Waiters see the count when they next look at it.")));
+}
+
+/* Runs latch.lua's op on name; returns its result. */
 static int64
 run_latch(const char *name, const char *op, int64 count)
 {
 	RLEval		e;
 	RLReply    *r;
+	const char *keys[2] = {name, latch_channel(name)};
+	bool		apart = rl_mode() == RL_MODE_CLUSTER && !rl_same_slot(2, keys);
 
 	rl_check_redlock(&latch_primitive);
 	memset(&e, 0, sizeof(e));
@@ -48,11 +78,13 @@ run_latch(const char *name, const char *op, int64 count)
 	e.nargs = 4;
 	e.args[0] = op;
 	e.args[1] = rl_int64_arg(count);
-	e.args[2] = rl_publish_command();
-	e.args[3] = latch_channel(name);
+	e.args[2] = apart ? "" : rl_publish_command();
+	e.args[3] = keys[1];
 	r = rl_eval_one(&e, RL_OP_LATCH, name, NULL);
-	rl_expect_reply(is_int(r), RL_OP_LATCH, name);
-	return r->integer;
+	rl_expect_reply(is_array_of(r, 2, REDIS_REPLY_INTEGER), RL_OP_LATCH, name);
+	if (apart && r->element[1]->integer >= 0)
+		publish_apart(name, keys[1], r->element[1]->integer);
+	return r->element[0]->integer;
 }
 
 bool
