@@ -1012,12 +1012,19 @@ the second value the last attempt returned (see new),
 how many attempts were made, and whether the waiter is subscribed (it
 unsubscribes, by closing its connection, once acquired or cancelled).
 
-=item $w->step($max_s)
+=item $w->step($max_s [, $marker])
 
 Unless acquired: waits for one message on the channel for at most
 min(ttl, $max_s) seconds (just $max_s if the TTL is negative: the lock has
 no expiry), records what ended the wait, and attempts again.  Returns 1 if
 the lock is now held, else 0.
+
+With $marker, a message whose payload is $marker also ends the wait,
+recorded as C<< [marker => $marker] >>.  That shows without any timing
+that nothing woke the waiter before some point: the test publishes the
+marker on the waiter's own channel after the point, steps with a long
+bound, and checks the marker is what ended the wait (messages that came
+before it and did not wake are C<ignored> events before it).
 
 =item $w->wait($timeout_s)
 
@@ -1026,7 +1033,8 @@ Steps until acquired or $timeout_s seconds have passed.  Returns 1 / 0.
 =item $w->events
 
 Array ref of what ended each wait, in order: C<< [message => $payload] >> or
-C<< [timeout => $seconds_waited] >>; a message that does not wake the waiter
+C<< [timeout => $seconds_waited] >>, or C<< [marker => $marker] >> (see
+step); a message that does not wake the waiter
 (see C<wakes>) is recorded as C<< [ignored => $payload] >> and the wait
 goes on.  Messages that came while nobody was
 waiting are kept (Java's latch keeps released permits too).
@@ -1074,7 +1082,7 @@ sub subscribed { $_[0]{sub} ? 1 : 0 }
 
 sub step
 {
-	my ($self, $max) = @_;
+	my ($self, $max, $marker) = @_;
 	return 1 if $self->acquired;
 	my $ttl  = $self->{ttl};
 	my $wait = ($ttl >= 0 && $ttl / 1000 < $max) ? $ttl / 1000 : $max;
@@ -1086,6 +1094,11 @@ sub step
 		if (!defined $m)
 		{
 			push @{ $self->{events} }, [ timeout => $wait ];
+			last;
+		}
+		if (defined $marker && $m->[1] eq $marker)
+		{
+			push @{ $self->{events} }, [ marker => $m->[1] ];
 			last;
 		}
 		if ($self->{wakes}->($m->[1]))

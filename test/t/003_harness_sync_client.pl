@@ -2,15 +2,22 @@
 # (FakeRedisson's RSemaphore, RPermitExpirableSemaphore and RCountDownLatch
 # methods, test/redisson/sem_*.lua, permit_*.lua, latch_*.lua): two
 # FakeRedisson clients, two "JVMs", against a real redis-server, once more
-# over TLS.  Needs redis-server (and openssl + IO::Socket::SSL for the TLS
-# part), neither PostgreSQL nor the redislock extension.
+# over TLS, once more on a Redis Cluster (3 masters; the clients follow
+# MOVED, the scripts SPUBLISH, the waiters and observers SSUBSCRIBE on the
+# master of the channel's slot, as Redisson's cluster mode with Redis 7).
+# Needs redis-server 7 (and openssl + IO::Socket::SSL for the TLS part),
+# neither PostgreSQL nor the redislock extension.
 #
-# As in 002: what was published is checked without timing, by an observer
-# subscribed to the object's channel and to a marker channel; the test
-# publishes a marker and reads what came before it.  Waiters are checked on
-# what woke them (the message, or the expiry the script reported); permit
-# lease expiries by waiting (until_ok) for observable state: no sleeps, no
-# elapsed-time checks.
+# No check depends on timing.  As in 002: what was published is checked by
+# an observer subscribed to the object's channel and to a marker channel;
+# the test publishes a marker and reads what came before it.  Waiters are
+# checked on what woke them (the message, or the expiry the script
+# reported); that a message did NOT wake a waiter is shown by publishing a
+# marker on the waiter's own channel afterwards and finding the marker is
+# what ended its wait.  Permit lease expiries are waited for (until_ok, or
+# a waiter bounded by the script's hint) on observable state; a permit a
+# waiter must be refused first is held with a lease no test outlives, then
+# shortened.  No sleeps, no elapsed-time checks.
 use strict;
 use warnings;
 use FindBin;
@@ -25,24 +32,47 @@ my $NX   = FakeRedisson::NON_EXPIRABLE;
 my $HEX  = qr/^[0-9a-f]{32}$/;
 
 # --- helpers (as in 002) ----------------------------------------------------------
+# $s: rc runs raw commands (a plain connection, or on a cluster a client
+# following MOVED); a and b are the two "JVMs"; pub is the publish command
+# their scripts use; numsub($channel) counts the channel's subscribers where
+# they are (PUBSUB NUMSUB, or SHARDNUMSUB on the slot's master); keys lists
+# every key (on every master).
 sub setup
 {
 	my ($redis) = @_;
 	my %c = (port => $redis->port, $redis->tls_opts);
+	my $rc = FakeRedisson::Conn->new(%c);
 	return {
-		rc => FakeRedisson::Conn->new(%c),
-		a  => FakeRedisson->new(%c, lease => $LONG),
-		b  => FakeRedisson->new(%c, lease => $LONG),
-		c  => \%c,
+		rc     => $rc,
+		a      => FakeRedisson->new(%c, lease => $LONG),
+		b      => FakeRedisson->new(%c, lease => $LONG),
+		pub    => 'PUBLISH',
+		numsub => sub { $rc->cmd('PUBSUB', 'NUMSUB', $_[0])->[1] },
+		keys   => sub { $rc->cmd('KEYS', '*') },
 	};
 }
 
-# An observer subscribed to $channel and to marker:$channel.
+# The same on a cluster: a, b and rc each start from a different master.
+sub setup_cluster
+{
+	my ($cl) = @_;
+	my @m = $cl->masters;
+	return {
+		rc     => FakeRedisson->new(port => $m[2]->port, cluster => 1),
+		a      => FakeRedisson->new(port => $m[0]->port, cluster => 1, lease => $LONG),
+		b      => FakeRedisson->new(port => $m[1]->port, cluster => 1, lease => $LONG),
+		pub    => 'SPUBLISH',
+		numsub => sub { my ($ch) = @_; ($cl->cli_for_key($ch, 'PUBSUB', 'SHARDNUMSUB', $ch))[1] },
+		keys   => sub { [ map { @{ FakeRedisson::conn_to($_->port)->cmd('KEYS', '*') } } $cl->masters ] },
+	};
+}
+
+# An observer subscribed to $channel and to marker:$channel, as a's
+# subscribers are (SSUBSCRIBE on a cluster: both share the hash tag).
 sub observer
 {
 	my ($s, $channel) = @_;
-	my $o = FakeRedisson::Conn->new(%{ $s->{c} });
-	$o->subscribe($channel, "marker:$channel");
+	my $o = $s->{a}->subscriber($channel, "marker:$channel");
 	return { conn => $o, channel => $channel };
 }
 
@@ -51,7 +81,7 @@ sub published
 {
 	my ($s, $o) = @_;
 	my $mark = "marker:$o->{channel}";
-	$s->{rc}->cmd('PUBLISH', $mark, 'mark');
+	$s->{rc}->cmd($s->{pub}, $mark, 'mark');
 	my @m;
 	while (1)
 	{
@@ -61,7 +91,7 @@ sub published
 	}
 }
 
-sub numsub { my ($s, $ch) = @_; $s->{rc}->cmd('PUBSUB', 'NUMSUB', $ch)->[1] }
+sub numsub { my ($s, $ch) = @_; $s->{numsub}->($ch) }
 
 # --- names ----------------------------------------------------------------------
 is(FakeRedisson::sem_channel('s:1'), 'redisson_sc:{s:1}', 'semaphore channel redisson_sc:{name}');
@@ -290,16 +320,24 @@ sub permit_semaphore
 	is($rc->cmd('GET', $name), '1', "[$label] pes: setPermits(1)");
 	is_deeply(published($s, $o), ['1'], "[$label] pes: 1 published");
 
-	# a lease runs out: no publish by itself; the next script reclaims
-	# (2 s: B's next two attempts must come before it runs out)
-	my $e = $a->try_acquire_permit($name, 2000);
-	like($e, $HEX, "[$label] pes: A acquires the last permit with a 2 s lease");
+	# a lease runs out: no publish by itself; the next script reclaims.
+	# A holds the last permit with a lease no test outlives, so B is refused
+	# however slow the machine; then A shortens the lease (updateLeaseTime)
+	# and B's waiter learns the new expiry from its next attempt's hint.
+	my $e = $a->try_acquire_permit($name, $LONG);
+	like($e, $HEX, "[$label] pes: A acquires the last permit ($LONG ms lease)");
 	my $se = $a->permit_state($name)->{members}{$e};
 	is($b->try_acquire_permit($name, $LONG), ":$se", "[$label] pes: B is refused with the hint :$se");
 	$w = $b->permit_waiter($name, $LONG);
-	ok(!$w->acquired && $w->ttl >= 0, "[$label] pes: B waits for the expiry (ttl " . $w->ttl . ' ms)');
+	ok(!$w->acquired && $w->ttl > 0, "[$label] pes: B waits for the expiry the hint gave (ttl " . $w->ttl . ' ms)');
+	is($a->update_lease_time($name, $e, 500), 1, "[$label] pes: A shortens its lease to 500 ms (updateLeaseTime)");
+	is_deeply(published($s, $o), [], "[$label] pes: ... nothing published");
+	$w->step(0);    # Java's waiter wakes at its bound and attempts again
+	ok($w->acquired || ($w->ttl >= 0 && $w->ttl <= 500),
+		"[$label] pes: B's next attempt: the hint is A's new expiry (or the lease already ran out)");
 	ok($w->wait($T), "[$label] pes: B gets the permit once the lease ran out");
 	ok(!grep({ $_->[0] ne 'timeout' } @{ $w->events }), "[$label] pes: ... woken by the expiry, no message");
+	ok($w->events->[-1][1] <= 0.5, "[$label] pes: ... its last wait was bounded by the hint, not by the wait's $T s");
 	$st = $a->permit_state($name);
 	is_deeply([ $st->{value}, [ keys %{ $st->{members} } ] ], [ '0', [ $w->value ] ],
 		"[$label] pes: A's expired id reclaimed, B's id in, value 0");
@@ -376,10 +414,50 @@ sub latch
 	is($a->latch_delete($name), 1, "[$label] latch: delete(): 1");
 	is($a->latch_delete($name), 0, "[$label] latch: delete() again: 0");
 	is_deeply(published($s, $o), [ '1', '1' ], "[$label] latch: 1 from trySetCount, 1 from delete");
-	is($w->step(1), 1, "[$label] latch: the awaiter's next step finds the count 0");
-	is_deeply($w->events, [ [ ignored => '1' ], [ timeout => 1 ] ],
-		"[$label] latch: ... the 1 did not wake it, the step's bound did");
+	$s->{rc}->cmd($s->{pub}, FakeRedisson::latch_channel($name), 'marker');
+	is($w->step($T, 'marker'), 1, "[$label] latch: the awaiter's next attempt finds the count 0");
+	is_deeply($w->events, [ [ ignored => '1' ], [ marker => 'marker' ] ],
+		"[$label] latch: ... the 1 did not wake it: a marker published later ended its wait");
 	$o->{conn}->close;
+}
+
+# --- cluster layout: each object's keys and channel in one slot ------------------
+sub cluster_layout
+{
+	my ($s, $cl) = @_;
+	my ($a, $b) = @$s{qw(a b)};
+	my $slot = sub { $cl->slot_of($_[0]) };
+	for my $name ('pes:2', 'x{t}y')
+	{
+		my $z  = FakeRedisson::permit_timeout_key($name);
+		my $ch = FakeRedisson::sem_channel($name);
+		is_deeply([ $slot->($z), $slot->($ch) ], [ $slot->($name), $slot->($name) ],
+			"[cluster] $name: $z and $ch share its slot");
+		my $m = $cl->node_for_key($name);
+		is($a->permit_try_set_permits($name, 2), 1, "[cluster] $name: trySetPermits(2)");
+		my $id = $b->try_acquire_permit($name, $LONG);
+		like($id, $HEX, "[cluster] $name: B acquires a permit");
+		my $sub = $a->subscriber($ch);
+		is(($m->cli('PUBSUB', 'SHARDNUMSUB', $ch))[1], 1,
+			"[cluster] $name: A's subscriber is on the master serving the slot (SSUBSCRIBE)");
+		is(FakeRedisson::conn_to($m->port)->cmd('EXISTS', $name, $z), 2,
+			"[cluster] $name: both keys on that master");
+		is($b->release_permit($name, $id), 1, "[cluster] $name: B releases (SPUBLISH)");
+		my $msg = $sub->next_message($T);
+		is_deeply($msg, [ $ch, '2' ], "[cluster] $name: A's sharded subscriber gets the new total 2");
+		$sub->close;
+		$s->{rc}->cmd('DEL', $name, $z);
+	}
+	# RCountDownLatch builds its channel by concatenation: with braces in the
+	# name the channel's hash tag is not the key's, and the scripts, which
+	# declare it as KEYS[2], are refused on a cluster (a Redisson fact).
+	my $ln = 'x{t}y';
+	isnt($slot->(FakeRedisson::latch_channel($ln)), $slot->($ln),
+		"[cluster] latch $ln: its channel is in another slot");
+	eval { $a->try_set_count($ln, 1) };
+	like($@, qr/CROSSSLOT/, "[cluster] latch $ln: trySetCount fails (CROSSSLOT)");
+	is(FakeRedisson::conn_to($cl->node_for_key($ln)->port)->cmd('EXISTS', $ln), 0,
+		"[cluster] latch $ln: nothing set");
 }
 
 my $redis = RedisLockTest::Redis->new;
@@ -387,7 +465,7 @@ my $s = setup($redis);
 semaphore($s, 'plain');
 permit_semaphore($s, 'plain');
 latch($s, 'plain');
-is_deeply($s->{rc}->cmd('KEYS', '*'), [], 'no key left behind');
+is_deeply($s->{keys}->(), [], 'no key left behind');
 
 {
 	my $tls = RedisLockTest::TLS->new;
@@ -396,8 +474,18 @@ is_deeply($s->{rc}->cmd('KEYS', '*'), [], 'no key left behind');
 	semaphore($ts, 'tls');
 	permit_semaphore($ts, 'tls');
 	latch($ts, 'tls');
-	is_deeply($ts->{rc}->cmd('KEYS', '*'), [], '[tls] no key left behind');
+	is_deeply($ts->{keys}->(), [], '[tls] no key left behind');
 	$tr->stop;
+}
+
+{
+	my $cl = RedisLockTest::Cluster->new(masters => 3, replicas => 0);
+	my $cs = setup_cluster($cl);
+	semaphore($cs, 'cluster');
+	permit_semaphore($cs, 'cluster');
+	latch($cs, 'cluster');
+	cluster_layout($cs, $cl);
+	is_deeply($cs->{keys}->(), [], '[cluster] no key left behind');
 }
 
 done_testing();
