@@ -255,7 +255,7 @@ sub rows_for
 	# Redisson's scripts accept SQL's ids: update and release
 	is($java->update_lease_time($n, $id2, $LONG), 1, "Redisson's updateLeaseTime of A's id: 1");
 	is($java->release_permit($n, $id2), 1, "Redisson's release of A's fixed-lease id: 1");
-	is($rc->cmd('GET', $n), '2', '... it went back: 2 available');
+	is($rc->cmd('GET', $n), '3', '... it went back: 3 available');
 	my ($v, $err) = $a->try("SELECT redis_permit_release('$n', '$id2')");
 	is($v, 'f', "A's own release of it afterwards: f");
 	like(join("\n", $a->notices), qr/WARNING/, '... with a WARNING');
@@ -303,6 +303,35 @@ sub rows_for
 		'Redisson: 3 available, 4 in all');
 	$java->release_permit('rp:made', $jid);
 	$rc->cmd('DEL', 'rp:made');
+}
+
+# --- 3b. a SQL permit released by Redisson behind its holder's back ---------------
+# (Redisson's scripts accept our ids, so a Java service can release one):
+# the watchdog's renewal finds it gone and marks it lost; the commit guard
+# fails a writing transaction's COMMIT, as for a lost lock
+{
+	my $n = 'rp:lost';
+	my $c = RedisLockTest::Session->new($node);
+	$c->query('CREATE TABLE IF NOT EXISTS guarded(v int)');
+	is($c->query("SELECT redis_permit_try_set_permits('$n', 1)"), 't', 'lost: a pool of 1');
+	my $id = $c->query("SELECT redis_permit_acquire('$n')");
+	like($id, $HEX, "lost: C takes it under the watchdog ($WD ms lease)");
+	my ($v, $err) = $c->try('BEGIN; INSERT INTO guarded VALUES (1); COMMIT');
+	ok(!defined $err, 'lost: a writing transaction commits while the permit is held') or diag($err);
+	is($java->release_permit($n, $id), 1, "lost: Redisson's tryRelease of C's id: 1");
+	until_ok("lost: redis_locks shows C's permit 'lost'", sub {
+		($obs->query("SELECT string_agg(state, ',') FROM redis_locks WHERE name = '$n'") // '') eq 'lost' });
+	my $st;
+	($v, $err, $st) = $c->try('BEGIN; INSERT INTO guarded VALUES (2); COMMIT');
+	$c->dbh->do('ROLLBACK') if defined $err;
+	is($st, '55P03', 'lost: the commit guard fails the COMMIT of a writing transaction (55P03)') or diag($err);
+	is($c->query('SELECT count(*) FROM guarded WHERE v = 2'), 0, 'lost: its write was rolled back');
+	$c->notices;
+	is($c->query("SELECT redis_permit_release('$n', '$id')"), 'f', 'lost: C releasing it: f');
+	like(join("\n", $c->notices), qr/WARNING/, 'lost: ... with a WARNING');
+	is($rc->cmd('GET', $n), '1', 'lost: the pool has its permit (given back once, by Redisson)');
+	$c->close;
+	$rc->cmd('DEL', $n);
 }
 
 # --- 4. count-down latches both ways ----------------------------------------------
@@ -425,10 +454,12 @@ sub rows_for
 	# an argument of our script, not a key (Redisson's own scripts are
 	# refused there, see test/redisson/README.md)
 	my $bl = 'x{t}y';
-	is($ca->query("SELECT redis_latch_try_set_count('$bl', 1)"), 't', "[cluster] SQL trySetCount on '$bl'");
+	($v, $err) = $ca->try("SELECT redis_latch_try_set_count('$bl', 1)");
+	is($v, 't', "[cluster] SQL trySetCount on '$bl'") or diag($err);
 	my $bsub = $cj->subscriber(FakeRedisson::latch_channel($bl));
-	is($ca->query("SELECT redis_latch_count_down('$bl')"), 0, '[cluster] SQL countDown: 0');
-	my $msg = $bsub->next_message($T);
+	($v, $err) = $ca->try("SELECT redis_latch_count_down('$bl')");
+	is($v, 0, '[cluster] SQL countDown: 0') or diag($err);
+	my $msg = $bsub->next_message(defined $err ? 0 : $T);
 	is_deeply($msg, [ FakeRedisson::latch_channel($bl), '0' ],
 		"[cluster] a Redisson subscriber of '$bl' (on the channel's own slot) gets 0");
 	$bsub->close;

@@ -68,9 +68,9 @@ sub end_holder
 		"$how: redis_locks shows A's permits");
 
 	$b->start("SELECT redis_semaphore_acquire('$sem', 2, '60 s')");
-	waits_ok($b, "$how: B waits for 2 permits");
+	waits_ok($b, "$how: B (for 2 permits)");
 	$c->start("SELECT redis_permit_acquire('$pes', '60 s', '10 min')");
-	waits_ok($c, "$how: C waits for an expiring permit");
+	waits_ok($c, "$how: C (for an expiring permit)");
 
 	if ($how eq 'disconnect')
 	{
@@ -125,7 +125,7 @@ end_holder('fatal');
 	is($a->query("SELECT scope FROM redis_locks WHERE name = '$sem' AND pid = pg_backend_pid()"), 'transaction',
 		'xact: redis_locks shows scope transaction');
 	$b->start("SELECT redis_semaphore_acquire('$sem', 1, '60 s')");
-	waits_ok($b, 'xact: B waits');
+	waits_ok($b, 'xact: B');
 	$a->query('COMMIT');
 	is(rc()->cmd('HEXISTS', holders_key($sem), $a_id), 0, 'xact: given back at COMMIT');
 	my ($v, $err) = $b->finish($T);
@@ -169,7 +169,7 @@ end_holder('fatal');
 	$x = $a->query("SELECT redis_xact_permit_acquire('$pes', '0', '10 min')");
 	like($x, $HEX, 'xact permit: A takes one in a savepoint');
 	$b->start("SELECT redis_permit_acquire('$pes', '60 s', '10 min')");
-	waits_ok($b, 'xact permit: B waits');
+	waits_ok($b, 'xact permit: B');
 	$a->query('ROLLBACK TO SAVEPOINT sp');
 	($v, $err) = $b->finish($T);
 	like($v, $HEX, 'xact permit: B woken by the subtransaction abort') or diag($err);

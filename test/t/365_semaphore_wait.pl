@@ -142,7 +142,7 @@ is($a->query("SELECT redis_semaphore_release('wx:sem')"), 't', 'A releases its p
 {
 	is($rc->cmd('GET', 'wx:sem'), '1', 'the pool of 1 is free');
 	$b->start("SELECT redis_semaphore_acquire('wx:sem', 5, '60 s')");
-	waits_ok($b, 'B waits for 5 of a pool of 1');
+	waits_ok($b, 'B (for 5 permits of a pool of 1)');
 	my ($v, $err, $st) = $b->cancel($T);
 	is($st, '57014', '... until cancelled') or diag($err);
 	is($rc->cmd('GET', 'wx:sem'), '1', '... nothing taken');
