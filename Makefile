@@ -7,6 +7,7 @@ OBJS = \
 	src/conn.o \
 	src/fanout.o \
 	src/holds.o \
+	src/latch.o \
 	src/lock.o \
 	src/multilock.o \
 	src/pipeline.o \
@@ -20,7 +21,9 @@ OBJS = \
 	src/rwlock.o \
 	src/scripts.o \
 	src/secrets.o \
+	src/semaphore.o \
 	src/sqlapi.o \
+	src/sqlsync.o \
 	src/status.o \
 	src/tls.o \
 	src/transport.o \
@@ -38,7 +41,7 @@ DATA = sql/redislock--1.0.sql $(wildcard sql/redislock--*--*.sql)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 PGFILEDESC = "redislock - Redis-backed distributed locks"
 
-REGRESS = setup api scope badinput views rwlock
+REGRESS = setup api scope badinput views rwlock semaphore
 
 PG_CPPFLAGS = -I$(srcdir)/src
 # -lanl: getaddrinfo_a, in libc itself since glibc 2.34; OpenSSL for TLS

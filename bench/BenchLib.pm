@@ -258,6 +258,13 @@ sub pct
 	return $sorted->[$i];
 }
 
+# The median of a list (the lower one of an even count).
+sub median
+{
+	my @v = sort { $a <=> $b } @_;
+	return $v[ int($#v / 2) ];
+}
+
 sub mean
 {
 	my @v = @_;

@@ -56,11 +56,6 @@ for my $round (1 .. $rounds)
 	}
 }
 
-sub median
-{
-	my @v = sort { $a <=> $b } @_;
-	return $v[ int($#v / 2) ];
-}
 my @rows;
 my %med;
 for my $lease ('NULL', "'30 s'")
@@ -68,7 +63,7 @@ for my $lease ('NULL', "'30 s'")
 	for my $kind (qw(fresh reentrant))
 	{
 		my $l = $r{$lease}{$kind};
-		my %m = map { my $f = $_; $f => median(map { $_->{$f} } @$l) } qw(us cpu rcpu evalsha all);
+		my %m = map { my $f = $_; $f => BenchLib::median(map { $_->{$f} } @$l) } qw(us cpu rcpu evalsha all);
 		$med{$lease}{$kind} = \%m;
 		push @rows, [ $lease eq 'NULL' ? 'NULL (watchdog)' : '30 s', $kind,
 			sprintf('%.1f', $m{us}), join(' / ', map { sprintf('%.1f', $_->{us}) } @$l),

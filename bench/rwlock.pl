@@ -77,20 +77,15 @@ for my $round (1 .. $rounds)
 	}
 }
 
-sub median
-{
-	my @v = sort { $a <=> $b } @_;
-	return $v[ int($#v / 2) ];
-}
 my %label = (lock => 'exclusive lock (anchor)', read => 'read lock', write => 'write lock',
 	all5 => 'redis_lock_acquire_all, 5 names', each5 => '5 × redis_lock_acquire');
 my (@rows, %med);
 for my $kind (@kinds)
 {
 	my $l = $r{$kind};
-	my %m = map { my $f = $_; $f => median(map { $_->{$f} } @$l) } qw(us cpu rcpu evalsha all);
+	my %m = map { my $f = $_; $f => BenchLib::median(map { $_->{$f} } @$l) } qw(us cpu rcpu evalsha all);
 	my @ratio = map { $r{$kind}[$_]{us} / $r{lock}[$_]{us} } 0 .. $#$l;
-	$m{ratio} = median(@ratio);
+	$m{ratio} = BenchLib::median(@ratio);
 	$med{$kind} = \%m;
 	push @rows, [ $label{$kind}, sprintf('%.1f', $m{us}), join(' / ', map { sprintf('%.1f', $_->{us}) } @$l),
 		sprintf('%.2f×', $m{ratio}), sprintf('%.1f', $m{cpu}), sprintf('%.1f', $m{rcpu}),

@@ -115,13 +115,153 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION redis_xact_lock_acquire_all(text[], interval, interval) IS
 'take every named Redis lock or none, at transaction scope (released at COMMIT or ROLLBACK); arguments as redis_lock_acquire_all';
 
+-- Semaphores (Redisson RSemaphore layout), expiring permits (Redisson
+-- RPermitExpirableSemaphore layout) and count-down latches (Redisson
+-- RCountDownLatch layout). Permits a session takes come back when it ends.
+
+CREATE FUNCTION redis_semaphore_try_set_permits(name text, permits integer)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_semaphore_try_set_permits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_semaphore_try_set_permits(text, integer) IS
+'give a Redis semaphore its pool of permits if it has none yet (Redisson trySetPermits); false when it exists';
+
+CREATE FUNCTION redis_semaphore_add_permits(name text, delta integer)
+RETURNS void
+AS 'MODULE_PATHNAME', 'redis_semaphore_add_permits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_semaphore_add_permits(text, integer) IS
+'grow (or with a negative delta shrink) the pool of a Redis semaphore (Redisson addPermits)';
+
+CREATE FUNCTION redis_semaphore_acquire(name text,
+                                        permits integer DEFAULT 1,
+                                        wait interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_semaphore_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_semaphore_acquire(text, integer, interval) IS
+'take permits of a Redis semaphore for this session, waiting up to wait (NULL: until taken, bounded by lock_timeout and statement_timeout; 0: no wait); they come back by redis_semaphore_release or when the session ends';
+
+CREATE FUNCTION redis_xact_semaphore_acquire(name text,
+                                             permits integer DEFAULT 1,
+                                             wait interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_xact_semaphore_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_xact_semaphore_acquire(text, integer, interval) IS
+'take permits of a Redis semaphore for this transaction, given back at COMMIT or ROLLBACK; arguments as redis_semaphore_acquire';
+
+CREATE FUNCTION redis_semaphore_release(name text, permits integer DEFAULT 1)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_semaphore_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_semaphore_release(text, integer) IS
+'give back session-scope permits this session took of a Redis semaphore; false with a WARNING when it holds fewer';
+
+CREATE FUNCTION redis_semaphore_available(name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'redis_semaphore_available'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_semaphore_available(text) IS
+'the permits a Redis semaphore has available now (0 when it does not exist)';
+
+CREATE FUNCTION redis_permit_try_set_permits(name text, permits integer)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_permit_try_set_permits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_permit_try_set_permits(text, integer) IS
+'give a Redis semaphore of expiring permits its pool if it has none yet (Redisson RPermitExpirableSemaphore trySetPermits); false when it exists';
+
+CREATE FUNCTION redis_permit_set_permits(name text, permits integer)
+RETURNS void
+AS 'MODULE_PATHNAME', 'redis_permit_set_permits'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_permit_set_permits(text, integer) IS
+'make the pool of a Redis semaphore of expiring permits, available and out together, this size (Redisson setPermits)';
+
+CREATE FUNCTION redis_permit_available(name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'redis_permit_available'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_permit_available(text) IS
+'the expiring permits available now, after expired ones went back (0 when the semaphore does not exist)';
+
+CREATE FUNCTION redis_permit_acquire(name text,
+                                     wait interval DEFAULT NULL,
+                                     lease interval DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'redis_permit_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_permit_acquire(text, interval, interval) IS
+'take one expiring permit for this session; returns its id (32 hex digits, as Redisson shows them) or NULL when the wait ended first; NULL lease: renewed by the watchdog while the session lives; wait as redis_semaphore_acquire';
+
+CREATE FUNCTION redis_xact_permit_acquire(name text,
+                                          wait interval DEFAULT NULL,
+                                          lease interval DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'redis_xact_permit_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_xact_permit_acquire(text, interval, interval) IS
+'take one expiring permit for this transaction, given back at COMMIT or ROLLBACK; arguments as redis_permit_acquire';
+
+CREATE FUNCTION redis_permit_release(name text, permit_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_permit_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_permit_release(text, text) IS
+'give back a session-scope expiring permit this session took; false with a WARNING when it is not, or no longer, held';
+
+CREATE FUNCTION redis_latch_try_set_count(name text, count bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_latch_try_set_count'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_latch_try_set_count(text, bigint) IS
+'set the count of a Redis count-down latch if it has none (Redisson trySetCount); false when it is set';
+
+CREATE FUNCTION redis_latch_count_down(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'redis_latch_count_down'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_latch_count_down(text) IS
+'count a Redis count-down latch down by one; at zero its waiters go on; returns the count after';
+
+CREATE FUNCTION redis_latch_count(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'redis_latch_count'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_latch_count(text) IS
+'the count of a Redis count-down latch now (0 when it does not exist)';
+
+CREATE FUNCTION redis_latch_await(name text, wait interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'redis_latch_await'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_latch_await(text, interval) IS
+'wait until a Redis count-down latch reaches zero; false when the wait ended first; wait as redis_semaphore_acquire';
+
 CREATE FUNCTION redis_lock_release_all()
 RETURNS integer
 AS 'MODULE_PATHNAME', 'redis_lock_release_all'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION redis_lock_release_all() IS
-'release every session-scope Redis lock of this session; returns how many locks were released';
+'release every session-scope Redis lock, read or write hold and semaphore permit of this session; returns how many were released';
 
 CREATE FUNCTION redis_lock_force_release(name text)
 RETURNS boolean
@@ -213,7 +353,7 @@ CREATE VIEW redis_locks AS
     FROM redis_locks();
 
 COMMENT ON VIEW redis_locks IS
-'every Redis lock held by a session of this server: pid, name, kind (lock, read or write), scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing/unsettled), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
+'every Redis lock held by a session of this server: pid, name, kind (lock, read, write, semaphore or permit), scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing/unsettled), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
 
 CREATE FUNCTION redis_lock_stats(OUT acquires bigint,
                                  OUT reentries bigint,

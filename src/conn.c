@@ -889,7 +889,7 @@ rl_build_eval(RLCommand *cmd, const RLEval *e, bool body)
 	Assert(e->nkeys >= 0 && e->nkeys <= RL_EVAL_MAX_KEYS);
 	nkeys = e->nkeys < (int) lengthof(numkeys) ? numkeys[e->nkeys] :
 		psprintf("%d", e->nkeys);
-	memset(cmd, 0, sizeof(*cmd));
+	cmd->argc = 0;				/* only the first argc arguments are read */
 	if (body)
 	{
 		rl_set_arg(cmd, "EVAL", 4);

@@ -165,7 +165,9 @@ typedef enum RLOp
 	RL_OP_RELEASE,
 	RL_OP_FORCE_RELEASE,
 	RL_OP_STATUS,
-	RL_OP_VERIFY
+	RL_OP_VERIFY,
+	RL_OP_SEMAPHORE,
+	RL_OP_LATCH
 } RLOp;
 
 extern bool rl_fail_on(RLConn *c, RLFailure failure, const char *server,

@@ -13,6 +13,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "conn.h"
 #include "lock_int.h"
@@ -61,6 +62,18 @@ rl_prefixed_key(const char *prefix, const char *name)
 }
 
 /*
+ * Redisson's suffixName(name, suffix): derived keys share the name's hash
+ * slot, through the name's own hash tag if it has one.
+ */
+char *
+rl_suffixed_key(const char *name, const char *suffix)
+{
+	if (strchr(name, '{') != NULL)
+		return psprintf("%s:%s", name, suffix);
+	return psprintf("{%s}:%s", name, suffix);
+}
+
+/*
  * The release mark of an owner (Redlock): written by its release, checked
  * before a hold is put back on a master that lost it.
  */
@@ -77,7 +90,7 @@ ensure_local_table(void)
 
 	if (rl_local_locks)
 		return;
-	ctl.keysize = offsetof(LocalLock, kind) + sizeof(uint8);
+	ctl.keysize = offsetof(LocalLock, id) + sizeof(((LocalLock *) NULL)->id);
 	ctl.entrysize = sizeof(LocalLock);
 	rl_local_locks = hash_create("redislock held locks", 16, &ctl,
 								 HASH_ELEM | HASH_BLOBS);
@@ -86,23 +99,42 @@ ensure_local_table(void)
 											   ALLOCSET_SMALL_SIZES);
 }
 
-/* The hash key of a lock: its name, zero-padded, and its kind. */
+/* The hash key of a hold: its name, zero-padded, its kind and id. */
 static void
-local_key(LocalLock *key, const char *name, RLKind kind)
+local_key(LocalLock *key, const char *name, RLKind kind, const char *id)
 {
 	memset(key->name, 0, sizeof(key->name));
 	strlcpy(key->name, name, sizeof(key->name));
 	key->kind = (uint8) kind;
+	memset(key->id, 0, sizeof(key->id));
+	if (id != NULL)
+		strlcpy(key->id, id, sizeof(key->id));
+}
+
+LocalLock *
+rl_local_find_id(const char *name, RLKind kind, const char *id)
+{
+	LocalLock	key;
+
+	ensure_local_table();
+	local_key(&key, name, kind, id);
+	return hash_search(rl_local_locks, &key, HASH_FIND, NULL);
 }
 
 LocalLock *
 rl_local_find(const char *name, RLKind kind)
 {
-	LocalLock	key;
+	return rl_local_find_id(name, kind, NULL);
+}
 
-	ensure_local_table();
-	local_key(&key, name, kind);
-	return hash_search(rl_local_locks, &key, HASH_FIND, NULL);
+/*
+ * Whose hold it is in Redis: the session's owner id, or for an expiring
+ * permit the permit's own id (Redisson keeps no owner for those).
+ */
+const char *
+rl_hold_owner(const LocalLock *ll)
+{
+	return ll->id[0] != '\0' ? ll->id : rl_owner_id();
 }
 
 /* The behaviour of a kind of hold. */
@@ -115,6 +147,10 @@ rl_primitive(RLKind kind)
 			return &rl_read_primitive;
 		case RL_KIND_WRITE:
 			return &rl_write_primitive;
+		case RL_KIND_SEMAPHORE:
+			return &rl_semaphore_primitive;
+		case RL_KIND_PERMIT:
+			return &rl_permit_primitive;
 		case RL_KIND_LOCK:
 			break;
 	}
@@ -130,9 +166,13 @@ static void
 check_layout(const char *name, RLKind kind)
 {
 	bool		rw = kind != RL_KIND_LOCK;
-	LocalLock  *other = rw ? rl_local_find(name, RL_KIND_LOCK) :
-		rl_local_find(name, RL_KIND_READ);
+	LocalLock  *other;
 
+	/* a semaphore's key is a string: Redis itself refuses the wrong type */
+	if (kind == RL_KIND_SEMAPHORE || kind == RL_KIND_PERMIT)
+		return;
+	other = rw ? rl_local_find(name, RL_KIND_LOCK) :
+		rl_local_find(name, RL_KIND_READ);
 	if (other == NULL && !rw)
 		other = rl_local_find(name, RL_KIND_WRITE);
 	if (other != NULL)
@@ -151,9 +191,9 @@ check_layout(const char *name, RLKind kind)
  * The slot knows the lease asked for, in case the outcome is never learnt.
  */
 LocalLock *
-rl_local_get(const char *name, RLKind kind, int64 lease_ms)
+rl_local_get(const char *name, RLKind kind, const char *id, int64 lease_ms)
 {
-	LocalLock  *ll = rl_local_find(name, kind);
+	LocalLock  *ll = rl_local_find_id(name, kind, id);
 	LocalLock	key;
 	uint32		generation = 0;
 	int			slot;
@@ -168,8 +208,9 @@ rl_local_get(const char *name, RLKind kind, int64 lease_ms)
 				 errdetail("This session already holds or waits for %ld distinct Redis locks; redislock.max_locks_per_session is %d.",
 						   hash_get_num_entries(rl_local_locks), rl_max_locks_per_session),
 				 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_session.")));
-	slot = rl_registry_reserve(kind, name, rl_owner_id(), lease_ms, &generation);
-	local_key(&key, name, kind);
+	slot = rl_registry_reserve(kind, name, id != NULL ? id : rl_owner_id(),
+							   lease_ms, &generation);
+	local_key(&key, name, kind, id);
 	ll = hash_search(rl_local_locks, &key, HASH_ENTER, NULL);
 	ll->session_holds = 0;
 	ll->xact_holds = 0;
@@ -251,6 +292,39 @@ char *
 rl_token_ttl_arg(int64 lease_ms)
 {
 	return rl_int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
+}
+
+/* The epoch ms now, by this server's clock, as Redisson's scripts take it. */
+int64
+rl_now_ms(void)
+{
+	return GetCurrentTimestamp() / 1000 +
+		(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * INT64CONST(86400000);
+}
+
+char *
+rl_now_ms_arg(void)
+{
+	return rl_int64_arg(rl_now_ms());
+}
+
+/* The commit guard's check of a hold that is a field of a hash. */
+void
+rl_verify_hexists(RLCommand *cmd, const char *key, const char *field)
+{
+	cmd->argc = 3;
+	cmd->argv[0] = "HEXISTS";
+	cmd->argvlen[0] = 7;
+	cmd->argv[1] = key;
+	cmd->argvlen[1] = strlen(key);
+	cmd->argv[2] = field;
+	cmd->argvlen[2] = strlen(field);
+}
+
+bool
+rl_verified_int(const RLReply *r)
+{
+	return is_int(r) && r->integer == 1;
 }
 
 /* A reply that is not what our script returns: not a Redis we understand. */

@@ -60,6 +60,12 @@ lock_field(const char *owner)
 	return owner;
 }
 
+static void
+lock_verify(RLCommand *cmd, const char *name, const char *owner)
+{
+	rl_verify_hexists(cmd, name, lock_field(owner));
+}
+
 
 /*
  * Fills e with a call of release.lua: trim owner's holds of the lock to keep
@@ -157,7 +163,7 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 		}
 		locks[i]->unsettled = false;
 		rl_release_eval(&evals[i], locks[i]->kind, locks[i]->name,
-						rl_owner_id(), keep[i],
+						rl_hold_owner(locks[i]), keep[i],
 						locks[i]->queued,
 						locks[i]->watchdog ? locks[i]->lease_ms : 0);
 	}
@@ -409,13 +415,16 @@ lock_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 const RLPrimitive rl_lock_primitive = {
 	.label = "lock",
 	.noun = "Redis lock",
+	.plural = "Redis locks",
+	.no_redlock = NULL,
 	.waiter_place = false,
-	.redlock = true,
 	.acquire = lock_acquire_eval,
 	.release = lock_release_eval,
 	.renew = lock_renew_eval,
 	.channel = lock_channel,
 	.field = lock_field,
+	.verify = lock_verify,
+	.verified = rl_verified_int,
 };
 
 /* A trim of owner's holds of one kind to keep (see the primitives). */
@@ -482,25 +491,20 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 }
 
 /*
- * Gives up this session's place after an interrupted wait: its fair queue
- * entry, or its mark as a waiting writer. Never throws.
+ * rl_trim_in_redis() from a path that gives up or unwinds an ERROR: Redis
+ * gets CLEANUP_MS at most, interrupts wait, and a failure is only logged.
  */
-static void
-give_up_place_quietly(LocalLock *ll)
+bool
+rl_trim_quietly(int n, LocalLock **locks, const int32 *keep, int64 *before)
 {
-	MemoryContext old;
-	int32		keep = total_holds(ll);
-	int64		before;
+	MemoryContext old = MemoryContextSwitchTo(rl_cleanup_context);
+	volatile bool done = false;
 
-	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
-		return;
 	HOLD_INTERRUPTS();
-	old = MemoryContextSwitchTo(rl_cleanup_context);
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
-		if (rl_trim_in_redis(1, &ll, &keep, &before, true))
-			rl_set_flags(ll, ll->dirty, false);
+		done = rl_trim_in_redis(n, locks, keep, before, true);
 	}
 	PG_FINALLY();
 	{
@@ -510,6 +514,23 @@ give_up_place_quietly(LocalLock *ll)
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(rl_cleanup_context);
 	RESUME_INTERRUPTS();
+	return done;
+}
+
+/*
+ * Gives up this session's place after an interrupted wait: its fair queue
+ * entry, or its mark as a waiting writer. Never throws.
+ */
+static void
+give_up_place_quietly(LocalLock *ll)
+{
+	int32		keep = total_holds(ll);
+	int64		before;
+
+	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
+		return;
+	if (rl_trim_quietly(1, &ll, &keep, &before))
+		rl_set_flags(ll, ll->dirty, false);
 }
 
 /* One lock's wait: what rl_wait() calls back. */
@@ -549,6 +570,7 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	const char *channel = prim->channel(ll->name, req->fair);
 	RLWait		w;
 
+	w.timeout_msg = psprintf("could not obtain %s \"%s\"", prim->noun, ll->name);
 	w.nchannels = 1;
 	w.channels = &channel;
 	w.attempt = lock_wait_attempt;
@@ -595,11 +617,9 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	ll->watchdog |= (req->lease_ms == 0);
 	ll->fair = req->fair;
 	if (req->scope == RL_SCOPE_XACT)
-	{
-		rl_add_xact_hold(ll);
-	}
+		rl_add_xact_hold(ll, req->count);
 	else
-		ll->session_holds++;
+		ll->session_holds += req->count;
 	rl_publish(ll, a->fresh, true);
 	rl_stat_add(a->fresh ? RL_STAT_ACQUIRES : RL_STAT_REENTRIES, 1);
 }
@@ -656,14 +676,27 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 {
 	Attempt		a;
 	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
-	int32		target = total_holds(ll) + 1;
+	int32		target = total_holds(ll) + req->count;
 
-	if (target > 1 && lease_ms > ll->lease_ms)
+	if (total_holds(ll) > 0 && lease_ms > ll->lease_ms)
 		rl_registry_attempt(ll->slot, lease_ms);
 	if (!rl_take_hold(ll, req, target, &a))
 		return false;
 	rl_record_hold(ll, req, lease_ms, &a);
 	return true;
+}
+
+/* Refuses a primitive that does not work with Redlock, saying why. */
+void
+rl_check_redlock(const RLPrimitive *prim)
+{
+	if (prim->no_redlock != NULL && rl_mode() == RL_MODE_REDLOCK)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s are not supported with Redlock", prim->plural),
+				 errdetail("%s", prim->no_redlock),
+				 errhint("Use a single server, sentinels or a cluster for %s.",
+						 prim->plural)));
 }
 
 /* What every acquisition checks before anything reaches Redis. */
@@ -676,12 +709,7 @@ rl_check_acquire(const RLAcquireRequest *req)
 				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
 				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries."),
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.")));
-	if (!rl_primitive(req->kind)->redlock && rl_mode() == RL_MODE_REDLOCK)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("Redis read-write locks are not supported with Redlock"),
-				 errdetail("Readers share a hold that each master counts on its own: masters that lost or missed a release cannot be told apart from live readers, so a majority does not make a writer's hold exclusive."),
-				 errhint("Use a single server, sentinels or a cluster for read-write locks.")));
+	rl_check_redlock(rl_primitive(req->kind));
 	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -701,8 +729,8 @@ rl_lock_acquire(const RLAcquireRequest *req)
 	rl_register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)
 		rl_reserve_xact_holds(1);
-	ll = rl_local_get(req->name, req->kind,
-				   req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout);
+	ll = rl_local_get(req->name, req->kind, req->id,
+					  req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout);
 
 	/* An entry created for nothing must not keep its shared slot. */
 	PG_TRY();
@@ -723,11 +751,30 @@ rl_lock_acquire(const RLAcquireRequest *req)
 bool
 rl_lock_release(const char *name, RLKind kind)
 {
-	LocalLock  *ll = rl_local_find(name, kind);
+	return rl_lock_release_n(name, kind, NULL, 1);
+}
+
+/*
+ * Gives back n session-scope holds of one kind (a semaphore's permits; one
+ * for everything else). Returns false, with a WARNING, when the session
+ * does not have them or Redis no longer had them.
+ */
+bool
+rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
+{
+	LocalLock  *ll = rl_local_find_id(name, kind, id);
 	int32		keep;
 	int64		before;
 	bool		again;
 
+	if (ll != NULL && ll->session_holds > 0 && ll->session_holds < n)
+	{
+		ereport(WARNING,
+				(errmsg("this session holds only %d of the %d permits of %s \"%s\" it gives back",
+						ll->session_holds, n, rl_primitive(kind)->noun, name),
+				 errdetail("Nothing was given back.")));
+		return false;
+	}
 	if (ll == NULL || ll->session_holds == 0)
 	{
 		if (ll != NULL && ll->xact_holds > 0)
@@ -736,12 +783,18 @@ rl_lock_release(const char *name, RLKind kind)
 					 errmsg("%s \"%s\" is held at transaction scope",
 							rl_primitive(kind)->noun, name),
 					 errhint("Transaction-scope locks are released at COMMIT or ROLLBACK.")));
-		ereport(WARNING,
-				(errmsg("you don't own %s \"%s\"", rl_primitive(kind)->noun, name)));
+		if (id != NULL)
+			ereport(WARNING,
+					(errmsg("this session holds no such permit of Redis semaphore \"%s\"",
+							name),
+					 errdetail("The permit id is %s.", id)));
+		else
+			ereport(WARNING,
+					(errmsg("you don't own %s \"%s\"", rl_primitive(kind)->noun, name)));
 		return false;
 	}
 	rl_settle(false);
-	keep = total_holds(ll) - 1;
+	keep = total_holds(ll) - n;
 
 	/*
 	 * Until the reply is in, Redis may or may not have applied the release.
@@ -764,7 +817,7 @@ rl_lock_release(const char *name, RLKind kind)
 				 errdetail("Its lease ran out or it was force-released.")));
 		return false;
 	}
-	ll->session_holds--;
+	ll->session_holds -= n;
 	rl_stat_add(RL_STAT_RELEASES, 1);
 	rl_publish(ll, false, false);
 	rl_forget_if_unused(ll);

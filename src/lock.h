@@ -27,6 +27,8 @@ typedef struct RLAcquireRequest
 	int64		wait_ms;		/* -1: until acquired; 0: one attempt */
 	int64		lease_ms;		/* 0: watchdog mode */
 	bool		fair;
+	int32		count;			/* holds taken at once: a semaphore's permits */
+	const char *id;				/* a permit's id, else NULL */
 } RLAcquireRequest;
 
 /* What Redis says about one lock, for redis_lock_status(). */
@@ -66,6 +68,8 @@ extern bool rl_lock_acquire(const RLAcquireRequest *req);
 extern bool rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 								const char *const *names);
 extern bool rl_lock_release(const char *name, RLKind kind);
+extern bool rl_lock_release_n(const char *name, RLKind kind, const char *id,
+							  int32 n);
 extern int	rl_lock_release_all(void);
 extern bool rl_lock_force_release(const char *name);
 extern bool rl_lock_fencing_token(const char *name, int64 *token);

@@ -29,7 +29,9 @@
 typedef struct LocalLock
 {
 	char		name[RL_NAME_MAX + 1];	/* hash key: name, zero-padded, */
-	uint8		kind;			/* ... and RLKind */
+	uint8		kind;			/* ... RLKind, */
+	char		id[RL_PERMIT_ID_HEX + 1];	/* ... and a permit's id, else
+											 * zeros */
 	int32		session_holds;
 	int32		xact_holds;
 	bool		dirty;			/* Redis may hold more than we count */
@@ -66,6 +68,7 @@ typedef struct Attempt
  */
 typedef struct RLWait
 {
+	const char *timeout_msg;	/* errmsg when lock_timeout ends the wait */
 	int			nchannels;
 	const char *const *channels;
 	void		(*attempt) (void *arg, Attempt *a); /* sets a->acquired, and
@@ -82,6 +85,7 @@ extern MemoryContext rl_cleanup_context;
 
 /* The Redis keys of a lock besides the hash itself (see rl_prefixed_key). */
 extern char *rl_prefixed_key(const char *prefix, const char *name);
+extern char *rl_suffixed_key(const char *name, const char *suffix);
 
 #define channel_key(name) rl_prefixed_key("redisson_lock__channel", (name))
 #define queue_key(name) rl_prefixed_key("redisson_lock_queue", (name))
@@ -127,8 +131,9 @@ typedef struct RLPrimitive
 {
 	const char *label;			/* redis_locks.kind */
 	const char *noun;			/* in messages: "Redis lock" */
+	const char *plural;			/* "Redis locks" */
+	const char *no_redlock;		/* why it does not work with Redlock, or NULL */
 	bool		waiter_place;	/* every waiter keeps a place */
-	bool		redlock;		/* works with Redlock */
 	void		(*acquire) (RLEval *e, LocalLock *ll, int64 lease_ms,
 							int32 target, bool fair, bool enqueue);
 	void		(*release) (RLEval *e, const char *name, const char *owner,
@@ -137,16 +142,30 @@ typedef struct RLPrimitive
 						  int64 lease_ms, int32 holds, bool restore);
 	char	   *(*channel) (const char *name, bool fair);
 	const char *(*field) (const char *owner);
+	/* the commit guard's check that Redis still has owner's hold */
+	void		(*verify) (RLCommand *cmd, const char *name, const char *owner);
+	bool		(*verified) (const RLReply *r);
 } RLPrimitive;
 
 extern const RLPrimitive rl_lock_primitive; /* lock.c */
 extern const RLPrimitive rl_read_primitive; /* rwlock.c */
 extern const RLPrimitive rl_write_primitive;	/* rwlock.c */
+extern const RLPrimitive rl_semaphore_primitive;	/* semaphore.c */
+extern const RLPrimitive rl_permit_primitive;	/* semaphore.c */
 
 /* holds.c: the session's table */
 extern const RLPrimitive *rl_primitive(RLKind kind);
 extern LocalLock *rl_local_find(const char *name, RLKind kind);
-extern LocalLock *rl_local_get(const char *name, RLKind kind, int64 lease_ms);
+extern LocalLock *rl_local_find_id(const char *name, RLKind kind,
+								   const char *id);
+extern LocalLock *rl_local_get(const char *name, RLKind kind, const char *id,
+							   int64 lease_ms);
+extern const char *rl_hold_owner(const LocalLock *ll);
+extern void rl_verify_hexists(RLCommand *cmd, const char *key,
+							  const char *field);
+extern bool rl_verified_int(const RLReply *r);
+extern int64 rl_now_ms(void);
+extern char *rl_now_ms_arg(void);
 extern void rl_forget_if_unused(LocalLock *ll);
 extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
 extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
@@ -159,11 +178,14 @@ extern void rl_expect_reply(bool ok, RLOp op, const char *name);
 /* lock.c: the engine's Redis side */
 extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
 							 int64 *before, bool quiet);
+extern bool rl_trim_quietly(int n, LocalLock **locks, const int32 *keep,
+							int64 *before);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
 extern void rl_hand_unsettled_to_worker(void);
 extern void rl_settle(bool quiet);
 extern RLReply *rl_eval_one(const RLEval *e, RLOp op,
 							const char *name, LocalLock *pending);
+extern void rl_check_redlock(const RLPrimitive *prim);
 extern void rl_check_acquire(const RLAcquireRequest *req);
 extern RLReply *rl_run_acquisition(const RLEval *e, RLReply **wait);
 extern void rl_replicas_unconfirmed(const RLReply *r, const char *name,
@@ -186,7 +208,7 @@ extern void rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target,
 
 /* xact.c */
 extern void rl_reserve_xact_holds(int n);
-extern void rl_add_xact_hold(LocalLock *ll);
+extern void rl_add_xact_hold(LocalLock *ll, int32 n);
 extern void rl_register_exit_callback(void);
 
 #endif							/* REDISLOCK_LOCK_INT_H */

@@ -12,7 +12,6 @@
 
 #include "miscadmin.h"
 #include "storage/proc.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "lock_int.h"
@@ -125,6 +124,7 @@ take_at_once(MultiLock *m)
 		for (int i = 0; i < m->n; i++)
 			channels[i] = channel_key(m->locks[i]->name);
 		memset(&w, 0, sizeof(w));
+		w.timeout_msg = psprintf("could not obtain Redis lock \"%s\"", m->req->name);
 		w.nchannels = m->n;
 		w.channels = channels;
 		w.attempt = attempt_all;
@@ -142,33 +142,6 @@ take_at_once(MultiLock *m)
 		rl_record_hold(m->locks[i], m->req, m->lease_ms, &a);
 	}
 	return true;
-}
-
-/*
- * rl_trim_in_redis() on the way out of an ERROR: Redis gets CLEANUP_MS at
- * most, interrupts wait, and a failure is only logged.
- */
-static bool
-trim_quietly(int n, LocalLock **locks, int32 *keep, int64 *before)
-{
-	MemoryContext old = MemoryContextSwitchTo(rl_cleanup_context);
-	volatile bool done = false;
-
-	HOLD_INTERRUPTS();
-	rl_limit_waits(CLEANUP_MS);
-	PG_TRY();
-	{
-		done = rl_trim_in_redis(n, locks, keep, before, true);
-	}
-	PG_FINALLY();
-	{
-		rl_limit_waits(0);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(rl_cleanup_context);
-	RESUME_INTERRUPTS();
-	return done;
 }
 
 /*
@@ -196,7 +169,7 @@ give_back(MultiLock *m, int n, bool quiet)
 	}
 	if (quiet)
 	{
-		done = trim_quietly(n, m->locks, keep, before);
+		done = rl_trim_quietly(n, m->locks, keep, before);
 		if (!done)
 			rl_hand_unsettled_to_worker();
 	}
@@ -306,7 +279,7 @@ take_in_order(MultiLock *m)
 		for (int i = 0; i < m->n; i++)
 		{
 			m->locks[i]->session_holds--;
-			rl_add_xact_hold(m->locks[i]);
+			rl_add_xact_hold(m->locks[i], 1);
 			rl_publish(m->locks[i], false, false);
 		}
 	return true;
@@ -345,7 +318,7 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 	{
 		for (; nlocks < n; nlocks++)
 		{
-			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, lease_ms);
+			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, NULL, lease_ms);
 			m.target[nlocks] = total_holds(m.locks[nlocks]) + 1;
 			if (m.target[nlocks] > 1 && lease_ms > m.locks[nlocks]->lease_ms)
 				rl_registry_attempt(m.locks[nlocks]->slot, lease_ms);

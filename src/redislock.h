@@ -36,8 +36,18 @@ typedef enum RLKind
 	RL_KIND_LOCK,				/* an exclusive lock (Redisson RLock) */
 	RL_KIND_READ,				/* a shared hold of a read-write lock
 								 * (Redisson RReadWriteLock.readLock()) */
-	RL_KIND_WRITE				/* its exclusive hold (writeLock()) */
+	RL_KIND_WRITE,				/* its exclusive hold (writeLock()) */
+	RL_KIND_SEMAPHORE,			/* permits of a semaphore (RSemaphore) */
+	RL_KIND_PERMIT				/* one expiring permit
+								 * (RPermitExpirableSemaphore) */
 } RLKind;
+
+/* A permit id: 16 random bytes, shown as 32 hex characters (as Redisson). */
+#define RL_PERMIT_ID_BYTES 16
+#define RL_PERMIT_ID_HEX (2 * RL_PERMIT_ID_BYTES)
+
+/* Most permits one call takes or gives back (documented in README). */
+#define RL_PERMITS_MAX 1000000
 
 /* redislock.token_ttl by default: 30 days, in seconds. */
 #define RL_TOKEN_TTL_DEFAULT (30 * 24 * 3600)

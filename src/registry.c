@@ -429,9 +429,15 @@ rl_registry_mark_lost(int index, uint32 generation, uint32 epoch)
 	return marked;
 }
 
+/*
+ * Records a renewal sent at when, unless the slot changed hands or was
+ * taken anew since: a watchdog hold got its full lease (on masters
+ * masters), or, with full false, a fixed-lease read hold had its hash kept
+ * alive.
+ */
 void
 rl_registry_renewed(int index, uint32 generation, uint32 epoch,
-					TimestampTz when, int masters)
+					TimestampTz when, bool full, int masters)
 {
 	RLSlot	   *s = &shared->slots[index];
 
@@ -439,21 +445,13 @@ rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 	if (s->generation == generation && s->epoch == epoch &&
 		s->state == RL_SLOT_HELD)
 	{
-		s->renewed_at = when;
-		s->masters = (int16) masters;
-	}
-	LWLockRelease(shared->lock);
-}
-
-void
-rl_registry_kept(int index, uint32 generation, uint32 epoch, TimestampTz when)
-{
-	RLSlot	   *s = &shared->slots[index];
-
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (s->generation == generation && s->epoch == epoch &&
-		s->state == RL_SLOT_HELD)
 		s->kept_at = when;
+		if (full)
+		{
+			s->renewed_at = when;
+			s->masters = (int16) masters;
+		}
+	}
 	LWLockRelease(shared->lock);
 }
 

@@ -115,9 +115,7 @@ extern bool rl_registry_is_lost(int index);
 extern void rl_registry_releasing(int index, uint32 generation, bool releasing);
 extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
 extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,
-								TimestampTz when, int masters);
-extern void rl_registry_kept(int index, uint32 generation, uint32 epoch,
-							 TimestampTz when);
+								TimestampTz when, bool full, int masters);
 extern void rl_registry_set_unsettled(int index, uint32 generation);
 extern bool rl_registry_begin_io(int index, TimestampTz until);
 

@@ -127,6 +127,10 @@ rl_op_errmsg(RLOp op, const char *name)
 			return errmsg("could not read the status of Redis lock \"%s\"", name);
 		case RL_OP_VERIFY:
 			return errmsg("could not verify Redis lock \"%s\" before COMMIT", name);
+		case RL_OP_SEMAPHORE:
+			return errmsg("Redis request on semaphore \"%s\" failed", name);
+		case RL_OP_LATCH:
+			return errmsg("Redis request on count-down latch \"%s\" failed", name);
 	}
 	return errmsg("Redis request on lock \"%s\" failed", name);
 }
@@ -140,6 +144,12 @@ rl_reply_error(const RLReply *reply, RLOp op, const char *name)
 	bool		auth = strncmp(reply->str, "NOAUTH", 6) == 0 ||
 		strncmp(reply->str, "NOPERM", 6) == 0;
 
+	if (strncmp(reply->str, "NOTA ", 5) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("Redis key \"%s\" is not a %s", name, reply->str + 5),
+				 errdetail("The key holds data of another shape."),
+				 errhint("Some other application, or another kind of redislock object, uses that name.")));
 	if (rl_is_not_lock(reply))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),

@@ -13,18 +13,6 @@
 #include "route.h"
 #include "scripts.h"
 
-/*
- * Redisson's suffixName(name, suffix): derived keys share the name's hash
- * slot, through the name's own hash tag if it has one.
- */
-static char *
-suffixed_key(const char *name, const char *suffix)
-{
-	if (strchr(name, '{') != NULL)
-		return psprintf("%s:%s", name, suffix);
-	return psprintf("{%s}:%s", name, suffix);
-}
-
 /* {name}: reader r's hold n lives in <this>:<r>:rwlock_timeout:n */
 static char *
 readers_prefix(const char *name)
@@ -38,7 +26,7 @@ readers_prefix(const char *name)
 static char *
 timeout_prefix(const char *name, const char *owner)
 {
-	return suffixed_key(name, psprintf("%s:rwlock_timeout", owner));
+	return rl_suffixed_key(name, psprintf("%s:rwlock_timeout", owner));
 }
 
 #define writer_mark_key(name) rl_prefixed_key("redislock_rwlock_writer", (name))
@@ -54,6 +42,18 @@ static const char *
 write_field(const char *owner)
 {
 	return psprintf("%s:write", owner);
+}
+
+static void
+read_verify(RLCommand *cmd, const char *name, const char *owner)
+{
+	rl_verify_hexists(cmd, name, read_field(owner));
+}
+
+static void
+write_verify(RLCommand *cmd, const char *name, const char *owner)
+{
+	rl_verify_hexists(cmd, name, write_field(owner));
 }
 
 /* Both are announced on redisson_rwlock:{name}; there is no fair mode. */
@@ -182,26 +182,34 @@ write_renew_eval(RLEval *e, const char *name, const char *owner,
  * master that missed a release cannot be told from a live reader, so
  * neither kind is offered with Redlock.
  */
+#define RW_NO_REDLOCK "Readers share a hold that each master counts on its own: masters that lost or missed a release cannot be told apart from live readers, so a majority does not make a writer's hold exclusive."
+
 const RLPrimitive rl_read_primitive = {
 	.label = "read",
 	.noun = "Redis read lock",
+	.plural = "Redis read-write locks",
+	.no_redlock = RW_NO_REDLOCK,
 	.waiter_place = false,
-	.redlock = false,
 	.acquire = read_acquire_eval,
 	.release = read_release_eval,
 	.renew = read_renew_eval,
 	.channel = rw_channel,
 	.field = read_field,
+	.verify = read_verify,
+	.verified = rl_verified_int,
 };
 
 const RLPrimitive rl_write_primitive = {
 	.label = "write",
 	.noun = "Redis write lock",
+	.plural = "Redis read-write locks",
+	.no_redlock = RW_NO_REDLOCK,
 	.waiter_place = true,
-	.redlock = false,
 	.acquire = write_acquire_eval,
 	.release = write_release_eval,
 	.renew = write_renew_eval,
 	.channel = rw_channel,
 	.field = write_field,
+	.verify = write_verify,
+	.verified = rl_verified_int,
 };

@@ -16,6 +16,7 @@
 #include "utils/timestamp.h"
 
 #include "lock.h"
+#include "sqlapi.h"
 #include "redislock.h"
 
 PG_FUNCTION_INFO_V1(redis_lock_acquire);
@@ -38,8 +39,9 @@ PG_FUNCTION_INFO_V1(redis_xact_lock_acquire_all);
 PG_FUNCTION_INFO_V1(redis_lock_fencing_token);
 PG_FUNCTION_INFO_V1(redis_lock_owner_id);
 
-static char *
-lock_name_arg(FunctionCallInfo fcinfo, int argno)
+/* The name of a lock, or of what (semaphore, latch) names the object. */
+char *
+rl_object_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	text	   *t;
 	int			len;
@@ -47,20 +49,26 @@ lock_name_arg(FunctionCallInfo fcinfo, int argno)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("lock name must not be null")));
+				 errmsg("%s name must not be null", what)));
 	t = PG_GETARG_TEXT_PP(argno);
 	len = VARSIZE_ANY_EXHDR(t);
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name must not be empty")));
+				 errmsg("%s name must not be empty", what)));
 	if (len > RL_NAME_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name is too long"),
+				 errmsg("%s name is too long", what),
 				 errdetail("The name is %d bytes long; the limit is %d bytes.",
 						   len, RL_NAME_MAX)));
 	return text_to_cstring(t);
+}
+
+char *
+rl_name_arg(FunctionCallInfo fcinfo, int argno)
+{
+	return rl_object_name_arg(fcinfo, argno, "lock");
 }
 
 /*
@@ -87,16 +95,16 @@ interval_ms(const Interval *iv, const char *argname)
 	return usecs / 1000 + (usecs % 1000 != 0);
 }
 
-static int64
-wait_arg(FunctionCallInfo fcinfo, int argno)
+int64
+rl_wait_arg(FunctionCallInfo fcinfo, int argno)
 {
 	if (PG_ARGISNULL(argno))
 		return -1;
 	return interval_ms(PG_GETARG_INTERVAL_P(argno), "wait");
 }
 
-static int64
-lease_arg(FunctionCallInfo fcinfo, int argno)
+int64
+rl_lease_arg(FunctionCallInfo fcinfo, int argno)
 {
 	int64		ms;
 
@@ -124,11 +132,13 @@ acquire(FunctionCallInfo fcinfo, RLScope scope)
 {
 	RLAcquireRequest req;
 
+	req.count = 1;
+	req.id = NULL;
 	req.kind = RL_KIND_LOCK;
-	req.name = lock_name_arg(fcinfo, 0);
+	req.name = rl_name_arg(fcinfo, 0);
 	req.scope = scope;
-	req.wait_ms = wait_arg(fcinfo, 1);
-	req.lease_ms = lease_arg(fcinfo, 2);
+	req.wait_ms = rl_wait_arg(fcinfo, 1);
+	req.lease_ms = rl_lease_arg(fcinfo, 2);
 	if (PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -155,11 +165,13 @@ rw_acquire(FunctionCallInfo fcinfo, RLKind kind, RLScope scope)
 {
 	RLAcquireRequest req;
 
+	req.count = 1;
+	req.id = NULL;
 	req.kind = kind;
-	req.name = lock_name_arg(fcinfo, 0);
+	req.name = rl_name_arg(fcinfo, 0);
 	req.scope = scope;
-	req.wait_ms = wait_arg(fcinfo, 1);
-	req.lease_ms = lease_arg(fcinfo, 2);
+	req.wait_ms = rl_wait_arg(fcinfo, 1);
+	req.lease_ms = rl_lease_arg(fcinfo, 2);
 	req.fair = false;
 	PG_RETURN_BOOL(rl_lock_acquire(&req));
 }
@@ -191,13 +203,13 @@ redis_xact_write_lock_acquire(PG_FUNCTION_ARGS)
 Datum
 redis_read_lock_release(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(rl_lock_release(lock_name_arg(fcinfo, 0), RL_KIND_READ));
+	PG_RETURN_BOOL(rl_lock_release(rl_name_arg(fcinfo, 0), RL_KIND_READ));
 }
 
 Datum
 redis_write_lock_release(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(rl_lock_release(lock_name_arg(fcinfo, 0), RL_KIND_WRITE));
+	PG_RETURN_BOOL(rl_lock_release(rl_name_arg(fcinfo, 0), RL_KIND_WRITE));
 }
 
 static int
@@ -282,6 +294,8 @@ acquire_all(FunctionCallInfo fcinfo, RLScope scope)
 	int			n;
 	StringInfoData all;
 
+	req.count = 1;
+	req.id = NULL;
 	names = names_arg(fcinfo, 0, &n);
 	/* messages about the whole set name it as the array it came as */
 	initStringInfo(&all);
@@ -292,8 +306,8 @@ acquire_all(FunctionCallInfo fcinfo, RLScope scope)
 	req.kind = RL_KIND_LOCK;
 	req.name = all.data;
 	req.scope = scope;
-	req.wait_ms = wait_arg(fcinfo, 1);
-	req.lease_ms = lease_arg(fcinfo, 2);
+	req.wait_ms = rl_wait_arg(fcinfo, 1);
+	req.lease_ms = rl_lease_arg(fcinfo, 2);
 	req.fair = false;
 	PG_RETURN_BOOL(rl_lock_acquire_all(&req, n, names));
 }
@@ -313,7 +327,7 @@ redis_xact_lock_acquire_all(PG_FUNCTION_ARGS)
 Datum
 redis_lock_release(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(rl_lock_release(lock_name_arg(fcinfo, 0), RL_KIND_LOCK));
+	PG_RETURN_BOOL(rl_lock_release(rl_name_arg(fcinfo, 0), RL_KIND_LOCK));
 }
 
 Datum
@@ -325,7 +339,7 @@ redis_lock_release_all(PG_FUNCTION_ARGS)
 Datum
 redis_lock_force_release(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(rl_lock_force_release(lock_name_arg(fcinfo, 0)));
+	PG_RETURN_BOOL(rl_lock_force_release(rl_name_arg(fcinfo, 0)));
 }
 
 Datum
@@ -333,7 +347,7 @@ redis_lock_fencing_token(PG_FUNCTION_ARGS)
 {
 	int64		token;
 
-	if (!rl_lock_fencing_token(lock_name_arg(fcinfo, 0), &token))
+	if (!rl_lock_fencing_token(rl_name_arg(fcinfo, 0), &token))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(token);
 }
@@ -358,7 +372,7 @@ holders_array(const RLStatus *st)
 Datum
 redis_lock_status(PG_FUNCTION_ARGS)
 {
-	const char *name = lock_name_arg(fcinfo, 0);
+	const char *name = rl_name_arg(fcinfo, 0);
 	TupleDesc	tupdesc;
 	RLStatus	st;
 	Datum		values[9];
@@ -407,7 +421,7 @@ status_values(const RLStatus *st, Datum *values, bool *nulls)
 Datum
 redis_lock_nodes(PG_FUNCTION_ARGS)
 {
-	const char *name = lock_name_arg(fcinfo, 0);
+	const char *name = rl_name_arg(fcinfo, 0);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	RLNodeStatus *nodes;
 	int			n;

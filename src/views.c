@@ -77,6 +77,10 @@ kind_text(const RLSlot *s)
 			return "read";
 		case RL_KIND_WRITE:
 			return "write";
+		case RL_KIND_SEMAPHORE:
+			return "semaphore";
+		case RL_KIND_PERMIT:
+			return "permit";
 	}
 	return "unknown";
 }

@@ -127,8 +127,7 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	if (!acquired && by_lock_timeout)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not obtain %s \"%s\"", rl_primitive(req->kind)->noun,
-						req->name),
+				 errmsg_internal("%s", w->timeout_msg),
 				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
 	return acquired;
 }

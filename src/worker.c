@@ -225,7 +225,7 @@ restore_holds(RLSlotCopy **items, int n)
 	for (int i = 0; i < n; i++)
 		if (masters[i] >= rl_redlock_quorum())
 			rl_registry_renewed(items[i]->index, items[i]->slot.generation,
-								items[i]->slot.epoch, sent, masters[i]);
+								items[i]->slot.epoch, sent, true, masters[i]);
 }
 
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
@@ -271,11 +271,12 @@ renew_batch(RLSlotCopy **items, int n)
 		else if (replies[i]->type != REDIS_REPLY_INTEGER)
 			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
 		else if (replies[i]->integer == 1 && !s->watchdog)
-			rl_registry_kept(items[i]->index, s->generation, s->epoch, sent);
+			rl_registry_renewed(items[i]->index, s->generation, s->epoch, sent,
+								false, 0);
 		else if (replies[i]->integer == 1)
 		{
 			rl_registry_renewed(items[i]->index, s->generation, s->epoch, sent,
-								masters[i]);
+								true, masters[i]);
 			rl_stat_add(RL_STAT_RENEWALS, 1);
 			if (rl_mode() == RL_MODE_REDLOCK && masters[i] < rl_redlock_size())
 				partial[npartial++] = items[i];

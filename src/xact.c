@@ -24,11 +24,12 @@
 #include "registry.h"
 #include "route.h"
 
-/* One transaction-scope hold and the subtransaction that took it. */
+/* Transaction-scope holds taken at once and the subtransaction that took them. */
 typedef struct XactHold
 {
 	SubTransactionId subid;
 	LocalLock  *lock;
+	int32		count;			/* a semaphore's permits; else 1 */
 } XactHold;
 
 static XactHold *xact_holds = NULL;
@@ -59,14 +60,15 @@ rl_reserve_xact_holds(int n)
 	xact_ended = repalloc(xact_ended, sizeof(LocalLock *) * max_xact_holds);
 }
 
-/* Records a transaction-scope hold of ll, taken in this subtransaction. */
+/* Records n transaction-scope holds of ll, taken in this subtransaction. */
 void
-rl_add_xact_hold(LocalLock *ll)
+rl_add_xact_hold(LocalLock *ll, int32 n)
 {
 	xact_holds[nxact_holds].subid = GetCurrentSubTransactionId();
 	xact_holds[nxact_holds].lock = ll;
+	xact_holds[nxact_holds].count = n;
 	nxact_holds++;
-	ll->xact_holds++;
+	ll->xact_holds += n;
 }
 
 /*
@@ -137,7 +139,7 @@ end_xact_holds(SubTransactionId subid)
 			xact_holds[kept++] = *h;
 			continue;
 		}
-		h->lock->xact_holds--;
+		h->lock->xact_holds -= h->count;
 		rl_publish(h->lock, false, false);
 		rl_stat_add(RL_STAT_RELEASES, 1);
 		rl_mark_dirty(h->lock);
@@ -254,13 +256,8 @@ verify_before_commit(void)
 	for (int i = 0; i < n; i++)
 	{
 		keys[i] = held[i]->name;
-		cmds[i].argc = 3;
-		cmds[i].argv[0] = "HEXISTS";
-		cmds[i].argvlen[0] = 7;
-		cmds[i].argv[1] = held[i]->name;
-		cmds[i].argvlen[1] = strlen(held[i]->name);
-		cmds[i].argv[2] = rl_primitive((RLKind) held[i]->kind)->field(rl_owner_id());
-		cmds[i].argvlen[2] = strlen(cmds[i].argv[2]);
+		rl_primitive((RLKind) held[i]->kind)->verify(&cmds[i], held[i]->name,
+													 rl_hold_owner(held[i]));
 	}
 	/* with Redlock, a hold counts as present when a majority has it */
 	if (!rl_run_cmds_agreed(n, cmds, keys, RL_AGREE_ONE, replies))
@@ -276,8 +273,7 @@ verify_before_commit(void)
 	{
 		if (replies[i]->type == REDIS_REPLY_ERROR)
 			rl_reply_error(replies[i], RL_OP_VERIFY, held[i]->name);
-		rl_expect_reply(is_int(replies[i]), RL_OP_VERIFY, held[i]->name);
-		if (replies[i]->integer == 1)
+		if (rl_primitive((RLKind) held[i]->kind)->verified(replies[i]))
 			continue;
 		if (held[i]->slot >= 0 &&
 			rl_registry_mark_lost(held[i]->slot, held[i]->generation,

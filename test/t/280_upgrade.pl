@@ -86,6 +86,14 @@ for my $from (@released)
 	is($s->query("SELECT kind || ' ' || rw_mode FROM redis_locks, redis_lock_status(name) WHERE name = 'upgrade:rw:$from'"),
 		'read read', "$from: ... as kind read in redis_locks and rw_mode read in redis_lock_status");
 	is($s->query("SELECT redis_read_lock_release('upgrade:rw:$from')"), 't', "$from: ... and are released");
+	is($s->query("SELECT redis_semaphore_try_set_permits('upgrade:sem:$from', 2)::text || ' ' || "
+			. "redis_semaphore_acquire('upgrade:sem:$from', 2, '0')::text"),
+		'true true', "$from: the semaphores of $newest work after the update");
+	is($s->query("SELECT kind || ' ' || hold_count FROM redis_locks WHERE name = 'upgrade:sem:$from'"),
+		'semaphore 2', "$from: ... and show as kind semaphore with their permits");
+	is($s->query("SELECT redis_semaphore_release('upgrade:sem:$from', 2)::text || ' ' || "
+			. "redis_semaphore_available('upgrade:sem:$from')"),
+		'true 2', "$from: ... and go back");
 	is($s->query("SELECT redis_lock_release('upgrade:$from')"), 't', "$from: and is released");
 	$s->close;
 }
