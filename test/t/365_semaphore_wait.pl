@@ -5,7 +5,9 @@
 # and leave nothing behind (no permit taken, no subscription); asking for
 # more permits than can ever exist waits, as in Redisson; and a permit
 # waiter wakes at the earliest expiry of a fixed-lease permit, although
-# nothing is published when a lease runs out.
+# nothing is published when a lease runs out.  With Redlock every function
+# is refused with 0A000 and says why (the releases may instead answer false
+# + WARNING, as for anything not held: nothing can be held there).
 #
 # That last one without timing thresholds: a MONITOR connection records
 # every command Redis runs, in order, with the client that sent it (the
@@ -279,6 +281,41 @@ sub drain
 	}
 	ok($done, 'expiry: B was seen waiting in one of the tries');
 	$sub->close;
+}
+
+# --- Redlock: refused (0A000) with the reason, nothing written -------------------------
+{
+	my $rl = RedisLockTest::Redlock->new(n => 3);
+	my $rn = RedisLockTest::node('semredlock', undef, 'redislock.redlock_nodes' => $rl->list);
+	my $s  = RedisLockTest::Session->new($rn);
+	my $id = FakeRedisson::new_permit_id();
+	for my $sql (
+		"redis_semaphore_try_set_permits('rk', 1)", "redis_semaphore_add_permits('rk', 1)",
+		"redis_semaphore_acquire('rk')", "redis_xact_semaphore_acquire('rk')",
+		"redis_semaphore_release('rk')", "redis_semaphore_available('rk')",
+		"redis_permit_try_set_permits('rk', 1)", "redis_permit_set_permits('rk', 1)",
+		"redis_permit_available('rk')", "redis_permit_acquire('rk')", "redis_xact_permit_acquire('rk')",
+		"redis_permit_release('rk', '$id')",
+		"redis_latch_try_set_count('rk', 1)", "redis_latch_count_down('rk')",
+		"redis_latch_count('rk')", "redis_latch_await('rk', '0')")
+	{
+		$s->notices;
+		my ($v, $err, $st) = $s->try("SELECT $sql");
+		if ($sql =~ /_release\(/ && !defined $st)
+		{
+			# nothing can be held under Redlock: a release may also answer
+			# as for anything not held (false + WARNING) without Redis
+			my $n = join("\n", $s->notices);
+			is($v, 'f', "redlock: $sql: f (nothing can be held)");
+			like($n, qr/WARNING/, "redlock: ... with a WARNING ($n)");
+			next;
+		}
+		is($st, '0A000', "redlock: $sql refused with 0A000") or diag($err);
+		like($err // '', qr/Redlock/, "redlock: ... saying why");
+	}
+	is(scalar(grep { $_ > 0 } map { scalar @{ FakeRedisson::conn_to($_->port)->cmd('KEYS', '*') } } $rl->nodes), 0,
+		'redlock: nothing written on any master');
+	$s->close;
 }
 
 $_->close for $a, $b;
