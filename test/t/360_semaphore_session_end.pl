@@ -1,7 +1,8 @@
 # 360_semaphore_session_end.pl — permits never leak: a session that ends
 # (disconnect, pg_terminate_backend, FATAL) gives back the semaphore permits
 # and expiring permits it took at once and wakes the waiters; transaction
-# scope permits come back at COMMIT, ROLLBACK and subtransaction abort,
+# scope permits come back at COMMIT, ROLLBACK and subtransaction abort (a
+# PL/pgSQL exception block too),
 # session scope ones survive ROLLBACK; a session that ends while Redis is
 # unreachable leaves its permits to the watchdog, which gives them back once
 # Redis is there again; after a crash-restart of PostgreSQL nobody renews
@@ -177,10 +178,32 @@ end_holder('fatal');
 	$a->query('COMMIT');
 	is($b->query("SELECT redis_permit_release('$pes', '$v')"), 't', 'xact permit: B releases');
 
+	# a PL/pgSQL exception block is a subtransaction too
+	my $e;
+	(undef, $e) = $a->try(<<"SQL");
+DO \$\$
+BEGIN
+    BEGIN
+        PERFORM redis_xact_semaphore_acquire('$sem', 2);
+        PERFORM redis_xact_permit_acquire('$pes', '0', '10 min');
+        RAISE EXCEPTION 'boom';
+    EXCEPTION WHEN others THEN
+        NULL;
+    END;
+    IF redis_semaphore_available('$sem') <> 2 OR redis_permit_available('$pes') <> 1 THEN
+        RAISE EXCEPTION 'not back after the exception block';
+    END IF;
+END \$\$
+SQL
+	ok(!defined $e, 'plpgsql: permits taken in an exception block are back when it catches the error (checked inside)')
+	  or diag($e);
+	is_deeply([ rc()->cmd('GET', $sem), rc()->cmd('GET', $pes), pes_ids($pes) ], [ '2', '1', [] ],
+		'plpgsql: and after the DO');
+
 	# a transaction that failed: back at its ROLLBACK
 	$a->query('BEGIN');
 	is($a->query("SELECT redis_xact_semaphore_acquire('$sem', 2)"), 't', 'failed xact: A takes 2');
-	my (undef, $e) = $a->try('SELECT 1/0');
+	(undef, $e) = $a->try('SELECT 1/0');
 	like($e, qr/division by zero/, 'failed xact: the transaction fails');
 	$a->query('ROLLBACK');
 	is(rc()->cmd('GET', $sem), '2', 'failed xact: both back');
