@@ -2,8 +2,8 @@
 # (disconnect, pg_terminate_backend, FATAL) gives back the semaphore permits
 # and expiring permits it took at once and wakes the waiters; transaction
 # scope permits come back at COMMIT, ROLLBACK and subtransaction abort (a
-# PL/pgSQL exception block too),
-# session scope ones survive ROLLBACK; a session that ends while Redis is
+# PL/pgSQL exception block too), session scope ones survive ROLLBACK; a
+# session that ends while Redis is
 # unreachable leaves its permits to the watchdog, which gives them back once
 # Redis is there again; after a crash-restart of PostgreSQL nobody renews
 # the dead sessions' permits and they come back within one lease.
