@@ -16,11 +16,12 @@
 #   REDISLOCK_BENCH_REDIS_REQUESTS=40000   redis-benchmark -n
 #   REDISLOCK_BENCH_PERF_SECONDS=5 perf profile of a backend (0 = none)
 #   REDISLOCK_KEEP=1               keep the work directory
+#   REDISLOCK_PGBIN=DIR            bin directory of the PostgreSQL to use
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PGBIN=/usr/lib/postgresql/15/bin
-PG_PERL_LIB=/usr/lib/postgresql/15/lib/pgxs/src/test/perl
+PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
+PG_PERL_LIB=$(dirname "$PGBIN")/lib/pgxs/src/test/perl
 
 ONLY_RESULTS=0
 if [ "${1:-}" = --results-only ]; then ONLY_RESULTS=1; shift; fi
@@ -47,7 +48,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for w in "${workloads[@]}"; do
     echo "=== bench: $w"
     if ! (cd "$WORK" && "${AS_PG[@]}" PATH="$PGBIN:$PATH" TESTDIR="$WORK" \
-        PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
+        PG_REGRESS="$(dirname "$PGBIN")/lib/pgxs/src/test/regress/pg_regress" \
         PERL5LIB="$WORK/test/lib:$PG_PERL_LIB" \
         perl "bench/$w.pl" "bench/RESULTS-$w.md"); then
         echo "=== bench: $w FAILED; end of its log:" >&2
@@ -61,7 +62,7 @@ done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # bench/RESULTS.md: the targets first, then every workload's section.
-ORDER=(lockrate handoff reentry xact renewal memory tls rwlock)
+ORDER=(lockrate handoff reentry xact renewal memory tls rwlock semaphore)
 HEADER=$(mktemp)
 if [ "$ONLY_RESULTS" = 1 ] && [ -e "$ROOT/bench/RESULTS.md" ]; then
     sed '/^## Targets/,$d' "$ROOT/bench/RESULTS.md" > "$HEADER"   # keep the run's header

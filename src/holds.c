@@ -157,6 +157,13 @@ rl_primitive(RLKind kind)
 	return &rl_lock_primitive;
 }
 
+/* For messages about a hold of that kind: "Redis lock", "Redis semaphore". */
+const char *
+rl_kind_noun(uint8 kind)
+{
+	return rl_primitive((RLKind) kind)->noun;
+}
+
 /*
  * One name is either an exclusive lock or a read-write lock in Redis (the
  * layouts differ): a session that holds it as one cannot take it as the

@@ -76,5 +76,6 @@ extern bool rl_lock_fencing_token(const char *name, int64 *token);
 extern void rl_lock_status(const char *name, RLStatus *status);
 extern int	rl_lock_node_status(const char *name, RLNodeStatus **nodes);
 extern const char *rl_owner_id(void);
+extern const char *rl_kind_noun(uint8 kind);
 
 #endif							/* REDISLOCK_LOCK_H */

@@ -264,7 +264,7 @@ renew_batch(RLSlotCopy **items, int n)
 			rl_stat_add(RL_STAT_RENEWAL_FAILURES, 1);
 			rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 			ereport(WARNING,
-					(errmsg("could not renew Redis lock \"%s\"", s->name),
+					(errmsg("could not renew %s \"%s\"", rl_kind_noun(s->kind), s->name),
 					 errdetail_internal("Redis server \"%s\" answered: %s",
 										rl_server_desc(), replies[i]->str)));
 		}
@@ -285,8 +285,8 @@ renew_batch(RLSlotCopy **items, int n)
 		{
 			rl_stat_add(RL_STAT_LOST, 1);
 			ereport(WARNING,
-					(errmsg("Redis lock \"%s\" held by the session with PID %d was lost",
-							s->name, s->pid),
+					(errmsg("%s \"%s\" held by the session with PID %d was lost",
+							rl_kind_noun(s->kind), s->name, s->pid),
 					 errdetail("Redis no longer has the hold: the lease ran out, the lock was force-released, or Redis lost its data.")));
 		}
 	}
@@ -330,8 +330,10 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 		if (ok && !done[i])
 			ereport(WARNING,
 					(settle ?
-					 errmsg("could not release Redis lock \"%s\" of an idle session", s->name) :
-					 errmsg("could not release Redis lock \"%s\" of an ended session", s->name),
+					 errmsg("could not release %s \"%s\" of an idle session",
+							rl_kind_noun(s->kind), s->name) :
+					 errmsg("could not release %s \"%s\" of an ended session",
+							rl_kind_noun(s->kind), s->name),
 					 errdetail_internal("Redis server \"%s\" answered: %s",
 										rl_server_desc(), replies[i]->str)));
 		else if (done[i] && !settle && replies[i]->type == REDIS_REPLY_INTEGER &&
@@ -339,8 +341,8 @@ release_slots(RLSlotCopy **items, int n, bool settle)
 		{
 			rl_stat_add(RL_STAT_WORKER_RELEASED, 1);
 			ereport(LOG,
-					(errmsg("released Redis lock \"%s\" of the ended session with PID %d",
-							s->name, s->pid)));
+					(errmsg("released %s \"%s\" of the ended session with PID %d",
+							rl_kind_noun(s->kind), s->name, s->pid)));
 		}
 		if (!settle && ok)
 			rl_registry_free(mine[i]->index, s->generation);

@@ -187,14 +187,19 @@ WHERE prev IS NOT NULL AND token <= prev
 SQL
 is($rl->holders('rl:ctr'), 0, 'no hold left');
 
-# read-write locks and multi-locks are refused with Redlock, before Redis
+# read-write locks, multi-locks, semaphores and latches are refused with
+# Redlock, before Redis
 for my $call ("redis_read_lock_acquire('rl:rw')", "redis_write_lock_acquire('rl:rw')",
-	"redis_xact_read_lock_acquire('rl:rw')", "redis_lock_acquire_all(ARRAY['rl:m1', 'rl:m2'])")
+	"redis_xact_read_lock_acquire('rl:rw')", "redis_lock_acquire_all(ARRAY['rl:m1', 'rl:m2'])",
+	"redis_semaphore_try_set_permits('rl:sem', 1)", "redis_semaphore_acquire('rl:sem')",
+	"redis_xact_semaphore_acquire('rl:sem')", "redis_semaphore_available('rl:sem')",
+	"redis_permit_try_set_permits('rl:sem', 1)", "redis_permit_acquire('rl:sem')",
+	"redis_latch_try_set_count('rl:latch', 1)", "redis_latch_await('rl:latch')")
 {
 	my (undef, $err, $st) = $a->try("SELECT $call");
 	is($st, '0A000', "$call: 0A000 with Redlock") or diag($err);
 }
-is($a->query("SELECT count(*) FROM redis_locks WHERE name LIKE 'rl:rw' OR name LIKE 'rl:m_'"), 0,
+is($a->query("SELECT count(*) FROM redis_locks WHERE name LIKE 'rl:rw' OR name LIKE 'rl:m_' OR name = 'rl:sem'"), 0,
 	'... and nothing is taken');
 
 no_crash_ok($node, 'redlock');
