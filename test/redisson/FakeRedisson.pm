@@ -993,24 +993,38 @@ sub write_lock
 
 =over
 
-=item FakeRedisson::Waiter->new($client, $channel, $try)
+=item FakeRedisson::Waiter->new($client, $channel, $try [, wakes => $code])
 
-$try is a code ref making one attempt (undef = acquired, else a TTL in ms).
-Attempts once; if refused, subscribes to $channel with
-C<< $client->subscriber >> and attempts again.
+$try is a code ref making one attempt (undef = acquired, else a TTL in ms;
+a negative TTL: wait for a message only).  In list context it may return a
+second value, kept as C<< $w->value >> (e.g. the permit ids a semaphore
+attempt got).  Attempts once; if refused, subscribes to $channel with
+C<< $client->subscriber >> and attempts again.  C<wakes>, given a message's
+payload, tells whether it wakes the waiter as Java's pub/sub listener would
+(default: every message; the semaphore waiters: a permit count above 0, as
+SemaphorePubSub releases min(waiters, count) latch permits; the latch
+awaiter: C<0> only, as C<1> closes the latch).
 
-=item $w->acquired, $w->ttl, $w->attempts, $w->subscribed
+=item $w->acquired, $w->ttl, $w->value, $w->attempts, $w->subscribed
 
 Whether the lock is held, the last attempt's result (undef once acquired),
+the second value the last attempt returned (see new),
 how many attempts were made, and whether the waiter is subscribed (it
 unsubscribes, by closing its connection, once acquired or cancelled).
 
-=item $w->step($max_s)
+=item $w->step($max_s [, $marker])
 
 Unless acquired: waits for one message on the channel for at most
 min(ttl, $max_s) seconds (just $max_s if the TTL is negative: the lock has
 no expiry), records what ended the wait, and attempts again.  Returns 1 if
 the lock is now held, else 0.
+
+With $marker, a message whose payload is $marker also ends the wait,
+recorded as C<< [marker => $marker] >>.  That shows without any timing
+that nothing woke the waiter before some point: the test publishes the
+marker on the waiter's own channel after the point, steps with a long
+bound, and checks the marker is what ended the wait (messages that came
+before it and did not wake are C<ignored> events before it).
 
 =item $w->wait($timeout_s)
 
@@ -1019,7 +1033,10 @@ Steps until acquired or $timeout_s seconds have passed.  Returns 1 / 0.
 =item $w->events
 
 Array ref of what ended each wait, in order: C<< [message => $payload] >> or
-C<< [timeout => $seconds_waited] >>.  Messages that came while nobody was
+C<< [timeout => $seconds_waited] >>, or C<< [marker => $marker] >> (see
+step); a message that does not wake the waiter
+(see C<wakes>) is recorded as C<< [ignored => $payload] >> and the wait
+goes on.  Messages that came while nobody was
 waiting are kept (Java's latch keeps released permits too).
 
 =item $w->cancel
@@ -1036,9 +1053,9 @@ use Time::HiRes ();
 
 sub new
 {
-	my ($class, $client, $channel, $try) = @_;
+	my ($class, $client, $channel, $try, %opt) = @_;
 	my $self = bless { client => $client, channel => $channel, try => $try,
-		attempts => 0, events => [] }, $class;
+		wakes => $opt{wakes} // sub { 1 }, attempts => 0, events => [] }, $class;
 	return $self unless defined $self->_attempt;
 	$self->{sub} = $client->subscriber($channel);
 	$self->_attempt;
@@ -1049,25 +1066,48 @@ sub _attempt
 {
 	my ($self) = @_;
 	$self->{attempts}++;
-	$self->{ttl} = $self->{try}->();
+	my ($ttl, $value) = $self->{try}->();
+	$self->{ttl} = $ttl;
+	$self->{value} = $value;
 	$self->cancel unless defined $self->{ttl};
 	return $self->{ttl};
 }
 
 sub acquired   { !defined $_[0]{ttl} }
 sub ttl        { $_[0]{ttl} }
+sub value      { $_[0]{value} }
 sub attempts   { $_[0]{attempts} }
 sub events     { $_[0]{events} }
 sub subscribed { $_[0]{sub} ? 1 : 0 }
 
 sub step
 {
-	my ($self, $max) = @_;
+	my ($self, $max, $marker) = @_;
 	return 1 if $self->acquired;
 	my $ttl  = $self->{ttl};
 	my $wait = ($ttl >= 0 && $ttl / 1000 < $max) ? $ttl / 1000 : $max;
-	my $m = $self->{sub}->next_message($wait);
-	push @{ $self->{events} }, defined $m ? [ message => $m->[1] ] : [ timeout => $wait ];
+	my $deadline = Time::HiRes::time() + $wait;
+	while (1)
+	{
+		my $left = $deadline - Time::HiRes::time();
+		my $m = $self->{sub}->next_message($left > 0 ? $left : 0);
+		if (!defined $m)
+		{
+			push @{ $self->{events} }, [ timeout => $wait ];
+			last;
+		}
+		if (defined $marker && $m->[1] eq $marker)
+		{
+			push @{ $self->{events} }, [ marker => $m->[1] ];
+			last;
+		}
+		if ($self->{wakes}->($m->[1]))
+		{
+			push @{ $self->{events} }, [ message => $m->[1] ];
+			last;
+		}
+		push @{ $self->{events} }, [ ignored => $m->[1] ];
+	}
 	$self->_attempt;
 	return $self->acquired ? 1 : 0;
 }
@@ -1093,5 +1133,546 @@ sub cancel
 }
 
 package FakeRedisson;
+
+=pod
+
+=head1 SEMAPHORES AND COUNT-DOWN LATCHES (RSemaphore, RPermitExpirableSemaphore, RCountDownLatch)
+
+A FakeRedisson client also plays a Java service using
+C<redisson.getSemaphore(name)>, C<getPermitExpirableSemaphore(name)> and
+C<getCountDownLatch(name)>: the methods below run the scripts of
+RedissonSemaphore (C<sem_*.lua>), RedissonPermitExpirableSemaphore
+(C<permit_*.lua>) and RedissonCountDownLatch (C<latch_*.lua>), see
+README.md, with the keys and arguments Redisson computes.  None of them has
+an owner: the thread id plays no part.
+
+Layout:
+
+  RSemaphore
+    name                   STRING  available permits (absent = 0); TTL only
+                                   from trySetPermits(p, ttl) (SET drops it)
+    redisson_sc:{name}     channel; messages: the new total (release,
+                                   trySetPermits, addPermits: may be <= 0)
+  RPermitExpirableSemaphore
+    name                   STRING  available (unacquired) permits
+    {name}:timeout         ZSET    member = an acquired permit id, 16 raw
+                                   bytes (the API shows 32 lowercase hex
+                                   chars); score = its expiry, epoch ms of
+                                   the acquiring client's clock, or
+                                   922337203685477 for no lease; PTTL copied
+                                   from name's (if any) at each acquisition
+    redisson_sc:{name}     channel (the same as RSemaphore's); messages:
+                                   the new total (release of one id,
+                                   reclaimed expired permits if the total is
+                                   > 0, trySetPermits, setPermits: the new
+                                   maximum), the delta (addPermits if > 0,
+                                   release of several ids: the number released)
+  RCountDownLatch
+    name                   STRING  the count; absent when 0 or never set
+    redisson_countdownlatch__channel__{name}
+                           channel (built by concatenation: braces even if
+                                   name has some); messages 0 = ZERO_COUNT
+                                   (opens the waiters), 1 = NEW_COUNT (closes)
+
+(C<{name}:timeout> is C<name:timeout> and C<redisson_sc:{name}> is
+C<redisson_sc:name> when the name contains C<{>.)
+
+Expired PES permits are reclaimed lazily, by the next PES script that runs
+(an acquisition reclaims at most as many as it asks for); nothing is
+published when a lease merely runs out.  Nothing publishes when a semaphore
+key expires or is drained, or when a latch key is deleted by C<delete()>
+(that publishes C<1>) or counted down from nothing.
+
+With sharded pub/sub (C<cluster =E<gt> 1>, see new) the scripts SPUBLISH and
+the waiters SSUBSCRIBE.
+
+=over
+
+=item FakeRedisson::sem_channel($name), permit_timeout_key($name), latch_channel($name)
+
+C<redisson_sc:{name}> (both semaphores), C<{name}:timeout> (the PES zset),
+C<redisson_countdownlatch__channel__{name}>.
+
+=item FakeRedisson::NON_EXPIRABLE
+
+922337203685477, the PES score of a permit without a lease.
+
+=item FakeRedisson::new_permit_id(), permit_id_bytes($hex), permit_id_hex($bytes)
+
+A fresh permit id as Redisson's ServiceManager.generateId makes it (16
+random bytes, as 32 lowercase hex chars), and the conversions between the
+hex form (the API's) and the raw 16 bytes (the zset member).
+
+=cut
+
+sub sem_channel        { prefix_name('redisson_sc', $_[0]) }
+sub permit_timeout_key { suffix_name($_[0], 'timeout') }
+sub latch_channel      { 'redisson_countdownlatch__channel__{' . $_[0] . '}' }
+
+use constant NON_EXPIRABLE => '922337203685477';   # Long.MAX_VALUE / 10000
+# CountDownLatchPubSub's messages
+use constant ZERO_COUNT_MESSAGE => '0';
+use constant NEW_COUNT_MESSAGE  => '1';
+
+sub new_permit_id   { join '', map { sprintf '%02x', int(rand(256)) } 1 .. 16 }
+sub permit_id_bytes { my ($hex) = @_; croak "bad permit id '$hex'" unless $hex =~ /^[0-9a-f]{32}$/i; return pack('H*', $hex); }
+sub permit_id_hex   { return unpack('H*', $_[0]); }
+
+=pod
+
+=back
+
+=head2 RSemaphore
+
+=over
+
+=item $java->try_set_permits($name, $permits [, $ttl_ms])
+
+C<trySetPermits(permits)> / C<trySetPermits(permits, ttl)>: 1 = the key was
+absent, it is set (with PX $ttl_ms if given) and C<$permits> published; 0 =
+it exists, nothing done.
+
+=item $java->add_permits($name, $delta)
+
+C<addPermits(delta)>: SETs value + $delta (a missing key counts as 0; the
+TTL is dropped; $delta may be negative) and publishes the new value.
+
+=item $java->try_acquire($name [, $permits])
+
+One C<tryAcquire(permits)> attempt ($permits defaults to 1): 1 = acquired
+(the value decremented), 0 = not enough permits.  0 permits: 1 without a
+round trip, as Java; negative: dies (Java's IllegalArgumentException).
+
+=item $java->release($name [, $permits]), $java->release_if_exists($name [, $permits])
+
+C<release(permits)>: INCRBY (creating the key; no maximum) and publishes
+the new total; returns undef.  0 permits: nothing sent.
+C<releaseIfExists(permits)> (4.0.0+): 0 if the key is absent (nothing
+done), else as release and 1.
+
+=item $java->drain_permits($name)
+
+C<drainPermits()>: the permits taken (the key SET to 0, dropping its TTL),
+0 if it is absent.  Publishes nothing.
+
+=item $java->available_permits($name)
+
+C<availablePermits()>: C<GET name>, 0 if absent.
+
+=cut
+
+sub try_set_permits
+{
+	my ($self, $name, $permits, $ttl) = @_;
+	return $self->eval_script('sem_try_set_permits_ttl', [ $name, sem_channel($name) ],
+		[ $permits, $self->{publish}, $ttl ]) if defined $ttl;
+	return $self->eval_script('sem_try_set_permits', [ $name, sem_channel($name) ],
+		[ $permits, $self->{publish} ]);
+}
+
+sub add_permits
+{
+	my ($self, $name, $delta) = @_;
+	return $self->eval_script('sem_add_permits', [ $name, sem_channel($name) ],
+		[ $delta, $self->{publish} ]);
+}
+
+sub try_acquire
+{
+	my ($self, $name, $permits) = @_;
+	$permits //= 1;
+	croak "Permits amount can't be negative" if $permits < 0;
+	return 1 if $permits == 0;
+	return $self->eval_script('sem_try_acquire', [$name], [$permits]);
+}
+
+sub release
+{
+	my ($self, $name, $permits) = @_;
+	$permits //= 1;
+	croak "Permits amount can't be negative" if $permits < 0;
+	return undef if $permits == 0;
+	return $self->eval_script('sem_release', [ $name, sem_channel($name) ],
+		[ $permits, $self->{publish} ]);
+}
+
+sub release_if_exists
+{
+	my ($self, $name, $permits) = @_;
+	$permits //= 1;
+	croak "Permits amount can't be negative" if $permits < 0;
+	return 0 if $permits == 0;
+	return $self->eval_script('sem_release_if_exists', [ $name, sem_channel($name) ],
+		[ $permits, $self->{publish} ]);
+}
+
+sub drain_permits
+{
+	my ($self, $name) = @_;
+	return $self->eval_script('sem_drain_permits', [$name], []);
+}
+
+sub available_permits
+{
+	my ($self, $name) = @_;
+	return $self->cmd('GET', $name) // 0;
+}
+
+=pod
+
+=item $java->semaphore_waiter($name [, $permits])
+
+A wait as Java's C<acquire(permits)> / C<tryAcquire(permits, wait)>, as a
+FakeRedisson::Waiter the test steps: one attempt; if refused, subscribe to
+C<redisson_sc:{name}> and attempt again; each C<step> then waits for a
+message whose payload is above 0 (SemaphorePubSub releases min(waiters,
+payload) latch permits, so 0 or a negative total wakes nobody: recorded as
+C<ignored>) or for the step's bound, and attempts again.  There is no TTL:
+C<ttl> is -1 while refused.
+
+=item $java->semaphore_acquire($name [, $permits [, $wait_s]])
+
+The same, blocking for at most $wait_s seconds (default: the client's reply
+timeout): 1 = acquired, 0 = the wait ran out (C<tryAcquire(permits, wait)>).
+
+=cut
+
+sub _wakes_on_permits { my ($p) = @_; return $p =~ /^-?\d+$/ && $p > 0; }
+
+sub semaphore_waiter
+{
+	my ($self, $name, $permits) = @_;
+	return FakeRedisson::Waiter->new($self, sem_channel($name),
+		sub { $self->try_acquire($name, $permits) ? undef : -1 },
+		wakes => \&_wakes_on_permits);
+}
+
+sub semaphore_acquire
+{
+	my ($self, $name, $permits, $wait) = @_;
+	my $w = $self->semaphore_waiter($name, $permits);
+	my $r = $w->wait($wait // $self->{conn}{timeout});
+	$w->cancel;
+	return $r;
+}
+
+=pod
+
+=back
+
+=head2 RPermitExpirableSemaphore
+
+Permit ids are given and returned in their hex form (32 lowercase hex
+characters, as Java's API); the scripts get the raw 16 bytes.  Every script
+passes the client's clock (C<now_ms>) as Java passes System.currentTimeMillis.
+
+=over
+
+=item $java->permit_try_set_permits($name, $permits), $java->permit_set_permits($name, $permits), $java->permit_add_permits($name, $delta)
+
+C<trySetPermits(p)>: 1 = the key was absent: set, C<p> published; else 0.
+C<setPermits(p)>: sets the total (available + ids in the zset, expired ones
+included: they are not reclaimed first) to p by INCRBY p - total and
+publishes C<p>, or nothing if the total already is p; an absent key is SET
+to p (C<p> published).  C<addPermits(d)>: SETs value + d (TTL dropped) and
+publishes C<d> if d > 0.
+
+=cut
+
+sub permit_try_set_permits
+{
+	my ($self, $name, $permits) = @_;
+	return $self->eval_script('permit_try_set_permits', [ $name, sem_channel($name) ],
+		[ $permits, $self->{publish} ]);
+}
+
+sub permit_set_permits
+{
+	my ($self, $name, $permits) = @_;
+	return $self->eval_script('permit_set_permits',
+		[ $name, sem_channel($name), permit_timeout_key($name) ],
+		[ $permits, $self->{publish} ]);
+}
+
+sub permit_add_permits
+{
+	my ($self, $name, $delta) = @_;
+	return $self->eval_script('permit_add_permits', [ $name, sem_channel($name) ],
+		[ $delta, $self->{publish} ]);
+}
+
+=pod
+
+=item $java->try_acquire_permit($name [, $lease_ms]), $java->try_acquire_permits($name, $n [, $lease_ms])
+
+One C<tryAcquire(...)> attempt (the script of every PES acquisition), with
+fresh ids, the score now + $lease_ms (no $lease_ms or -1: no lease, the score
+922337203685477) and now.  First at most $n expired permits are reclaimed
+(their number added to the value, which is published if > 0).  Returns the
+hex id (try_acquire_permits: an array ref of $n ids) = acquired; or the
+script's hint: C<":<epoch ms>">, the nearest expiry of an acquired permit
+(Java retries then), or undef (none expires: wait for a message).
+
+=cut
+
+sub try_acquire_permits
+{
+	my ($self, $name, $n, $lease) = @_;
+	croak "Permits amount can't be negative" if $n < 0;
+	my @ids = map { new_permit_id() } 1 .. $n;
+	my $now = now_ms();
+	my $score = (!defined $lease || $lease == -1) ? NON_EXPIRABLE : $now + $lease;
+	my $r = $self->eval_script('permit_try_acquire',
+		[ $name, permit_timeout_key($name), sem_channel($name) ],
+		[ $n, $score, $now, NON_EXPIRABLE, $self->{publish}, map { permit_id_bytes($_) } @ids ]);
+	return \@ids if defined $r && $r eq 'OK';
+	return $r;
+}
+
+sub try_acquire_permit
+{
+	my ($self, $name, $lease) = @_;
+	my $r = $self->try_acquire_permits($name, 1, $lease);
+	return ref $r ? $r->[0] : $r;
+}
+
+=pod
+
+=item $java->release_permit($name, $id), $java->release_permits($name, @ids)
+
+C<tryRelease(id)>: 1 = released (the id removed, the value INCRBY 1, the new
+value published); 0 = the id is not there (nothing done), or it had
+expired (still removed, counted back and published: the permit returns to
+the pool, but Java reports it as not released).  C<tryRelease(ids)>: 0 and
+no change if any id is missing or expired; else reclaims every expired
+permit, removes the ids and returns, adds and publishes their number.
+
+=cut
+
+sub release_permit
+{
+	my ($self, $name, $id) = @_;
+	return $self->eval_script('permit_release',
+		[ $name, sem_channel($name), permit_timeout_key($name) ],
+		[ permit_id_bytes($id), 1, now_ms(), $self->{publish} ]);
+}
+
+sub release_permits
+{
+	my ($self, $name, @ids) = @_;
+	croak "permitIds can't be null or empty" unless @ids;
+	return $self->eval_script('permit_release_many',
+		[ $name, sem_channel($name), permit_timeout_key($name) ],
+		[ scalar(@ids), now_ms(), $self->{publish}, map { permit_id_bytes($_) } @ids ]);
+}
+
+=pod
+
+=item $java->update_lease_time($name, $id, $lease_ms)
+
+C<updateLeaseTime(id, lease, MILLISECONDS)>: reclaims every expired permit,
+then 1 = the id is there: its score set to now + $lease_ms (-1: no lease);
+0 = it is not (released, or expired and just reclaimed).
+
+=item $java->permit_available($name), $java->permit_get_permits($name), $java->permit_acquired($name), $java->permit_lease_time($name, $id)
+
+C<availablePermits()>, C<getPermits()> (available + acquired; 0 if the key
+is absent), C<acquiredPermits()>, C<getLeaseTime(id)> (ms left, -1 = no
+lease, 0 = no such id: Java throws): each reclaims every expired permit
+first, publishing the new value if it is > 0.
+
+=cut
+
+sub update_lease_time
+{
+	my ($self, $name, $id, $lease) = @_;
+	my $now = now_ms();
+	return $self->eval_script('permit_update_lease',
+		[ $name, permit_timeout_key($name), sem_channel($name) ],
+		[ permit_id_bytes($id), $lease == -1 ? NON_EXPIRABLE : $now + $lease, $now,
+		  $self->{publish} ]);
+}
+
+sub _permit_query
+{
+	my ($self, $script, $name) = @_;
+	return $self->eval_script($script, [ $name, permit_timeout_key($name), sem_channel($name) ],
+		[ now_ms(), $self->{publish} ]);
+}
+
+sub permit_available   { $_[0]->_permit_query('permit_available',   $_[1]) }
+sub permit_get_permits { $_[0]->_permit_query('permit_get_permits', $_[1]) }
+sub permit_acquired    { $_[0]->_permit_query('permit_acquired',    $_[1]) }
+
+sub permit_lease_time
+{
+	my ($self, $name, $id) = @_;
+	return $self->eval_script('permit_get_lease_time',
+		[ $name, permit_timeout_key($name), sem_channel($name) ],
+		[ permit_id_bytes($id), NON_EXPIRABLE, now_ms(), $self->{publish} ]);
+}
+
+=pod
+
+=item $java->permit_state($name)
+
+A snapshot in one EVAL (a helper, not a Redisson script, reclaiming
+nothing):
+
+  { value  => GET name (undef if absent),
+    pttl   => PTTL name,
+    zpttl  => PTTL {name}:timeout,
+    members => { <hex id> => score, ... },   # every zset member
+    raw_lengths => [ byte length of each member ] }
+
+=cut
+
+my $PERMIT_STATE_LUA = <<'LUA';
+return { redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2]),
+         redis.call('zrange', KEYS[2], 0, -1, 'WITHSCORES') };
+LUA
+
+sub permit_state
+{
+	my ($self, $name) = @_;
+	my ($v, $pttl, $zpttl, $z) = @{ $self->cmd('EVAL', $PERMIT_STATE_LUA, 2, $name,
+			permit_timeout_key($name)) };
+	my %m;
+	my @len;
+	for (my $i = 0; $i < @$z; $i += 2)
+	{
+		$m{ permit_id_hex($z->[$i]) } = $z->[ $i + 1 ];
+		push @len, length($z->[$i]);
+	}
+	return { value => $v, pttl => $pttl, zpttl => $zpttl, members => \%m, raw_lengths => \@len };
+}
+
+=pod
+
+=item $java->permit_waiter($name [, $lease_ms [, $n]])
+
+A wait as Java's C<acquire(...)> / C<tryAcquire(wait, lease, ...)>, stepped:
+attempt, subscribe to C<redisson_sc:{name}>, attempt; each C<step> then
+waits for a message above 0 (see semaphore_waiter) or, after a
+C<":<epoch ms>"> hint, at most until that expiry (C<ttl> is then the ms
+left from the client's clock, at least 0; -1 after a nil hint: only a
+message), and attempts again.  Once acquired, C<< $w->value >> is the hex
+id ($n given: an array ref of ids).
+
+=item $java->permit_acquire($name [, $lease_ms [, $n [, $wait_s]]])
+
+The same, blocking at most $wait_s seconds: the id(s), or undef.
+
+=cut
+
+sub permit_waiter
+{
+	my ($self, $name, $lease, $n) = @_;
+	return FakeRedisson::Waiter->new($self, sem_channel($name), sub {
+			my $r = $self->try_acquire_permits($name, $n // 1, $lease);
+			return (undef, defined $n ? $r : $r->[0]) if ref $r;
+			return -1 unless defined $r;
+			my ($at) = $r =~ /^:(\d+)$/ or croak "unexpected PES reply '$r'";
+			my $left = $at - now_ms();
+			return $left > 0 ? $left : 0;
+		}, wakes => \&_wakes_on_permits);
+}
+
+sub permit_acquire
+{
+	my ($self, $name, $lease, $n, $wait) = @_;
+	my $w = $self->permit_waiter($name, $lease, $n);
+	$w->wait($wait // $self->{conn}{timeout});
+	$w->cancel;
+	return $w->value;
+}
+
+=pod
+
+=back
+
+=head2 RCountDownLatch
+
+=over
+
+=item $java->try_set_count($name, $count)
+
+C<trySetCount(count)>: 1 = the key was absent: SET to $count (no TTL) and
+C<1> (NEW_COUNT) published; 0 = it exists, nothing done.
+
+=item $java->count_down($name)
+
+C<countDown()>: DECR; at 0 or below the key is deleted, and C<0>
+(ZERO_COUNT) is published only when it reached exactly 0.  Returns undef.
+
+=item $java->get_count($name)
+
+C<getCount()>: C<GET name>, 0 if absent.
+
+=item $java->latch_delete($name)
+
+C<delete()>: 1 = deleted, C<1> (NEW_COUNT) published; 0 = there was none.
+
+=cut
+
+sub try_set_count
+{
+	my ($self, $name, $count) = @_;
+	return $self->eval_script('latch_try_set_count', [ $name, latch_channel($name) ],
+		[ NEW_COUNT_MESSAGE, $count, $self->{publish} ]);
+}
+
+sub count_down
+{
+	my ($self, $name) = @_;
+	return $self->eval_script('latch_count_down', [ $name, latch_channel($name) ],
+		[ ZERO_COUNT_MESSAGE, $self->{publish} ]);
+}
+
+sub get_count { my ($self, $name) = @_; return $self->cmd('GET', $name) // 0; }
+
+sub latch_delete
+{
+	my ($self, $name) = @_;
+	return $self->eval_script('latch_delete', [ $name, latch_channel($name) ],
+		[ NEW_COUNT_MESSAGE, $self->{publish} ]);
+}
+
+=pod
+
+=item $java->latch_awaiter($name)
+
+A wait as Java's C<await()> / C<await(time)>, stepped: C<getCount()>; if
+above 0, subscribe to C<redisson_countdownlatch__channel__{name}> and read
+the count again; each C<step> then waits for a C<0> message (a C<1> closes
+Java's latch and wakes nobody: recorded as C<ignored>) or for the step's
+bound, and reads the count again.  "Acquired" means the count was 0; C<ttl>
+is -1 while it is not, and C<value> the last count read.
+
+=item $java->latch_await($name [, $wait_s])
+
+The same, blocking at most $wait_s seconds: 1 = the count reached 0, else 0.
+
+=back
+
+=cut
+
+sub latch_awaiter
+{
+	my ($self, $name) = @_;
+	return FakeRedisson::Waiter->new($self, latch_channel($name), sub {
+			my $c = $self->get_count($name);
+			return ($c > 0 ? -1 : undef, $c);
+		}, wakes => sub { $_[0] eq ZERO_COUNT_MESSAGE });
+}
+
+sub latch_await
+{
+	my ($self, $name, $wait) = @_;
+	my $w = $self->latch_awaiter($name);
+	my $r = $w->wait($wait // $self->{conn}{timeout});
+	$w->cancel;
+	return $r;
+}
 
 1;
