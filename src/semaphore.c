@@ -291,6 +291,7 @@ rl_semaphore_acquire(const char *name, int32 permits, RLScope scope,
 bool
 rl_semaphore_release(const char *name, int32 permits)
 {
+	rl_check_redlock(&rl_semaphore_primitive);
 	return rl_lock_release_n(name, RL_KIND_SEMAPHORE, NULL, permits);
 }
 
@@ -327,5 +328,6 @@ rl_permit_acquire(const char *name, RLScope scope, int64 wait_ms,
 bool
 rl_permit_release(const char *name, const char *id)
 {
+	rl_check_redlock(&rl_permit_primitive);
 	return rl_lock_release_n(name, RL_KIND_PERMIT, id, 1);
 }
