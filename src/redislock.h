@@ -39,6 +39,12 @@ typedef enum RLKind
 	RL_KIND_WRITE				/* its exclusive hold (writeLock()) */
 } RLKind;
 
+/*
+ * views.c: a text datum for bytes that did not come from this database (a
+ * name in the shared lock table, a field of a hash in Redis).
+ */
+extern Datum rl_foreign_text(const char *bytes);
+
 /* redislock.token_ttl by default: 30 days, in seconds. */
 #define RL_TOKEN_TTL_DEFAULT (30 * 24 * 3600)
 

@@ -350,7 +350,7 @@ holders_array(const RLStatus *st)
 	Datum	   *elems = palloc(sizeof(Datum) * Max(st->nholders, 1));
 
 	for (int i = 0; i < st->nholders; i++)
-		elems[i] = CStringGetTextDatum(st->holders[i]);
+		elems[i] = rl_foreign_text(st->holders[i]);
 	return PointerGetDatum(construct_array(elems, st->nholders, TEXTOID,
 										   -1, false, TYPALIGN_INT));
 }
@@ -424,7 +424,7 @@ redis_lock_nodes(PG_FUNCTION_ARGS)
 		{
 			for (int k = 1; k < 8; k++)
 				nulls[k] = true;
-			values[8] = CStringGetTextDatum(nodes[i].error);
+			values[8] = rl_foreign_text(nodes[i].error);
 		}
 		else
 		{
