@@ -63,6 +63,7 @@ extern int	rl_command_timeout;
 extern int	rl_watchdog_timeout;
 extern int	rl_fair_wait_timeout;
 extern bool rl_verify_on_commit;
+extern bool rl_warn_session_locks;
 extern int	rl_sync_replicas;
 extern int	rl_token_ttl;
 extern int	rl_max_locks_per_session;

@@ -1,7 +1,7 @@
 # RedisLockTest.pm — the harness of redislock's multi-session TAP tests
 # (test/t, test/faults/t, bench): package RedisLockTest's functions; it loads
-# RedisLockTest::Redis, ::Cluster, ::Redlock, ::Session and ::TLS from
-# RedisLockTest/.
+# RedisLockTest::Redis, ::Cluster, ::Redlock, ::Session, ::TLS and
+# ::PgBouncer from RedisLockTest/.
 
 =pod
 
@@ -69,6 +69,7 @@ use RedisLockTest::Cluster;
 use RedisLockTest::Redlock;
 use RedisLockTest::Session;
 use RedisLockTest::TLS;
+use RedisLockTest::PgBouncer;
 
 our $POLL_INTERVAL = 0.05;    # seconds between polls in wait_until
 
