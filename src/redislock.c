@@ -39,6 +39,7 @@ int			rl_command_timeout = 5000;
 int			rl_watchdog_timeout = 30000;
 int			rl_fair_wait_timeout = 10000;
 bool		rl_verify_on_commit = true;
+bool		rl_warn_session_locks = false;
 int			rl_sync_replicas = 0;
 int			rl_token_ttl = RL_TOKEN_TTL_DEFAULT;
 int			rl_max_locks_per_session = 1000;
@@ -270,6 +271,14 @@ define_settings(void)
 							 NULL,
 							 &rl_verify_on_commit,
 							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("redislock.warn_session_locks",
+							 "Warn when a session-scope lock is taken.",
+							 "For connections that come through a transaction pooler, where a session lock stays with the server connection.",
+							 &rl_warn_session_locks,
+							 false,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

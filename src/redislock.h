@@ -49,6 +49,12 @@ typedef enum RLKind
 /* Most permits one call takes or gives back (documented in README). */
 #define RL_PERMITS_MAX 1000000
 
+/*
+ * views.c: a text datum for bytes that did not come from this database (a
+ * name in the shared lock table, a field of a hash in Redis).
+ */
+extern Datum rl_foreign_text(const char *bytes);
+
 /* redislock.token_ttl by default: 30 days, in seconds. */
 #define RL_TOKEN_TTL_DEFAULT (30 * 24 * 3600)
 
@@ -67,6 +73,7 @@ extern int	rl_command_timeout;
 extern int	rl_watchdog_timeout;
 extern int	rl_fair_wait_timeout;
 extern bool rl_verify_on_commit;
+extern bool rl_warn_session_locks;
 extern int	rl_sync_replicas;
 extern int	rl_token_ttl;
 extern int	rl_max_locks_per_session;

@@ -127,6 +127,28 @@ rl_lease_arg(FunctionCallInfo fcinfo, int argno)
 	return ms;
 }
 
+/*
+ * redislock.warn_session_locks: behind a transaction pooler (PgBouncer in
+ * pool_mode = transaction) a session-scope hold belongs to the server
+ * connection, which the pooler hands to other clients once the transaction
+ * ends, as it does with pg_advisory_lock. Nothing a backend sees tells
+ * reliably that a pooler is in front (the pooler passes the client's
+ * application_name on), so the user says so with the setting.
+ */
+bool
+rl_warn_session_lock(bool acquired, RLScope scope, const char *name,
+				  const char *xact_function)
+{
+	if (acquired && scope == RL_SCOPE_SESSION && rl_warn_session_locks)
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("session-scope lock \"%s\" belongs to this server connection", name),
+				 errdetail("Behind a transaction pooler, other clients may run on this connection after this transaction and hold the lock too (redislock.warn_session_locks is on)."),
+				 errhint("Use %s(), which releases the lock at COMMIT or ROLLBACK.",
+						 xact_function)));
+	return acquired;
+}
+
 static Datum
 acquire(FunctionCallInfo fcinfo, RLScope scope)
 {
@@ -144,7 +166,8 @@ acquire(FunctionCallInfo fcinfo, RLScope scope)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("fair must not be null")));
 	req.fair = PG_GETARG_BOOL(3);
-	PG_RETURN_BOOL(rl_lock_acquire(&req));
+	PG_RETURN_BOOL(rl_warn_session_lock(rl_lock_acquire(&req), scope, req.name,
+									 "redis_xact_lock_acquire"));
 }
 
 Datum
@@ -173,7 +196,10 @@ rw_acquire(FunctionCallInfo fcinfo, RLKind kind, RLScope scope)
 	req.wait_ms = rl_wait_arg(fcinfo, 1);
 	req.lease_ms = rl_lease_arg(fcinfo, 2);
 	req.fair = false;
-	PG_RETURN_BOOL(rl_lock_acquire(&req));
+	PG_RETURN_BOOL(rl_warn_session_lock(rl_lock_acquire(&req), scope, req.name,
+									 kind == RL_KIND_READ ?
+									 "redis_xact_read_lock_acquire" :
+									 "redis_xact_write_lock_acquire"));
 }
 
 Datum
@@ -309,7 +335,9 @@ acquire_all(FunctionCallInfo fcinfo, RLScope scope)
 	req.wait_ms = rl_wait_arg(fcinfo, 1);
 	req.lease_ms = rl_lease_arg(fcinfo, 2);
 	req.fair = false;
-	PG_RETURN_BOOL(rl_lock_acquire_all(&req, n, names));
+	PG_RETURN_BOOL(rl_warn_session_lock(rl_lock_acquire_all(&req, n, names),
+									 scope, req.name,
+									 "redis_xact_lock_acquire_all"));
 }
 
 Datum
@@ -364,7 +392,7 @@ holders_array(const RLStatus *st)
 	Datum	   *elems = palloc(sizeof(Datum) * Max(st->nholders, 1));
 
 	for (int i = 0; i < st->nholders; i++)
-		elems[i] = CStringGetTextDatum(st->holders[i]);
+		elems[i] = rl_foreign_text(st->holders[i]);
 	return PointerGetDatum(construct_array(elems, st->nholders, TEXTOID,
 										   -1, false, TYPALIGN_INT));
 }
@@ -438,7 +466,7 @@ redis_lock_nodes(PG_FUNCTION_ARGS)
 		{
 			for (int k = 1; k < 8; k++)
 				nulls[k] = true;
-			values[8] = CStringGetTextDatum(nodes[i].error);
+			values[8] = rl_foreign_text(nodes[i].error);
 		}
 		else
 		{

@@ -133,8 +133,9 @@ semaphore_acquire(FunctionCallInfo fcinfo, RLScope scope)
 	char	   *name = semaphore_name_arg(fcinfo, 0);
 	int32		permits = permits_arg(fcinfo, 1);
 
-	PG_RETURN_BOOL(rl_semaphore_acquire(name, permits, scope,
-										rl_wait_arg(fcinfo, 2)));
+	PG_RETURN_BOOL(rl_warn_session_lock(rl_semaphore_acquire(name, permits, scope,
+															 rl_wait_arg(fcinfo, 2)),
+										scope, name, "redis_xact_semaphore_acquire"));
 }
 
 Datum
@@ -198,7 +199,7 @@ permit_acquire(FunctionCallInfo fcinfo, RLScope scope)
 	char	   *id = rl_permit_acquire(name, scope, wait_ms,
 									   rl_lease_arg(fcinfo, 2));
 
-	if (id == NULL)
+	if (!rl_warn_session_lock(id != NULL, scope, name, "redis_xact_permit_acquire"))
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(id));
 }

@@ -9,9 +9,12 @@
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "redislock.h"
 #include "registry.h"
 #include "route.h"
 
@@ -36,6 +39,34 @@ interval_ms(int64 ms)
 
 	iv->time = ms * 1000;
 	return IntervalPGetDatum(iv);
+}
+
+/*
+ * Names are bytes, and the shared lock table holds the names of every
+ * database of the server: a lock taken in a LATIN1 database may have a name
+ * that is not valid UTF-8, and a hash in Redis may have fields any client
+ * wrote. Text that is not valid in the database encoding must not reach
+ * SQL (string functions and clients trust it to be valid), so such bytes
+ * are shown with every byte outside ASCII written \xNN. Bytes that are
+ * valid here are shown as they are, even if another database reads them
+ * as other characters: they are what Redis holds.
+ */
+Datum
+rl_foreign_text(const char *bytes)
+{
+	StringInfoData buf;
+
+	if (pg_verify_mbstr(GetDatabaseEncoding(), bytes, strlen(bytes), true))
+		return CStringGetTextDatum(bytes);
+	initStringInfo(&buf);
+	for (const unsigned char *p = (const unsigned char *) bytes; *p != '\0'; p++)
+	{
+		if (IS_HIGHBIT_SET(*p))
+			appendStringInfo(&buf, "\\x%02x", *p);
+		else
+			appendStringInfoChar(&buf, (char) *p);
+	}
+	return CStringGetTextDatum(buf.data);
 }
 
 static const char *
@@ -108,7 +139,7 @@ redis_locks(PG_FUNCTION_ARGS)
 		bool		nulls[LOCKS_COLS] = {false};
 
 		values[0] = Int32GetDatum(s->pid);
-		values[1] = CStringGetTextDatum(s->name);
+		values[1] = rl_foreign_text(s->name);
 		values[2] = CStringGetTextDatum(scope_text(s));
 		values[3] = CStringGetTextDatum(s->fair ? "fair" : "nonfair");
 		values[4] = Int32GetDatum(s->session_holds + s->xact_holds);

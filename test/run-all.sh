@@ -231,11 +231,16 @@ EOF
 
     log "pg_regress: $tests"
     local rc=0
+    # --encoding/--no-locale: the test database is UTF8 with locale C
+    # whatever the machine's locale (without one, initdb picks SQL_ASCII and
+    # the UTF-8 names in sql/api.sql would be other bytes; ORDER BY name
+    # would follow the machine's collation).
     # shellcheck disable=SC2086  # the test list is meant to split
     run_logged "$WORK/regress/pg_regress.stdout" \
         timeout -k 10 "$REGRESS_TIMEOUT" "${AS_PG[@]}" "$PG_REGRESS" \
         --temp-instance="$WORK/regress/tmp_instance" \
         --temp-config="$WORK/regress/redislock.conf" \
+        --encoding=UTF8 --no-locale \
         --port="$pgport" \
         --inputdir="$WORK" --outputdir="$WORK/regress" \
         --bindir="$PGBIN" --dbname=contrib_regression \

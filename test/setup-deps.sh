@@ -10,6 +10,7 @@ PACKAGES=(
     libssl-dev                  # OpenSSL headers: TLS to Redis (src/tls.c, src/transport.c)
     redis-server                # throwaway Redis for the tests
     redis-sentinel              # multi-node tests
+    pgbouncer                   # test 385: locks through a transaction pooler
     libipc-run-perl             # PostgreSQL::Test::Utils needs IPC::Run
     libdbd-pg-perl              # multi-session TAP tests (RedisLockTest::Session)
     libredis-perl               # Redis client for Perl tests
@@ -45,5 +46,7 @@ echo "setup-deps: installing ${missing[*]}"
 "${SUDO[@]}" apt-get update
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 
-# Debian's postgresql package creates and starts a "15/main" cluster on 5432.
-# The tests do not use it; leave it alone (stopping it is the admin's call).
+# Debian's postgresql package creates and starts a "15/main" cluster on 5432,
+# and its pgbouncer package a service on 6432 (where an init system runs it).
+# The tests use neither (they start their own); leave them alone (stopping
+# them is the admin's call).

@@ -59,7 +59,8 @@ REDIS_PID=$!
 for i in $(seq 1 100); do [ "$(redis-cli -p "$rport" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
 
 echo "valgrind-regress: initdb (without valgrind)"
-"${AS_PG[@]}" "$PGBIN/initdb" -D "$VG/data" -A trust -N >"$VG/initdb.log" 2>&1
+# UTF8 and C whatever the machine's locale: expected/ holds UTF-8 names
+"${AS_PG[@]}" "$PGBIN/initdb" -D "$VG/data" -A trust -N -E UTF8 --locale=C >"$VG/initdb.log" 2>&1
 cat >> "$VG/data/postgresql.conf" <<CONF
 shared_preload_libraries = 'redislock'
 redislock.url = 'redis://127.0.0.1:$rport'

@@ -1,7 +1,7 @@
 # RedisLockTest.pm — the harness of redislock's multi-session TAP tests
 # (test/t, test/faults/t, bench): package RedisLockTest's functions; it loads
-# RedisLockTest::Redis, ::Cluster, ::Redlock, ::Session and ::TLS from
-# RedisLockTest/.
+# RedisLockTest::Redis, ::Cluster, ::Redlock, ::Session, ::TLS and
+# ::PgBouncer from RedisLockTest/.
 
 =pod
 
@@ -69,6 +69,7 @@ use RedisLockTest::Cluster;
 use RedisLockTest::Redlock;
 use RedisLockTest::Session;
 use RedisLockTest::TLS;
+use RedisLockTest::PgBouncer;
 
 our $POLL_INTERVAL = 0.05;    # seconds between polls in wait_until
 
@@ -240,6 +241,12 @@ Options (removed from %conf before writing it):
   init             => {...}  extra arguments for $node->init
   start            => 0   configure only; do not start (implies no CREATE EXTENSION)
 
+The cluster is made with C<initdb --encoding=UTF8 --locale=C>, whatever the
+machine's locale: without a configured locale initdb would pick SQL_ASCII,
+where the tests' UTF-8 names mean other bytes and DBD::Pg refuses wide
+characters.  C<< init => { extra => [...] } >> options come after these, so
+a test may still ask for another encoding or locale.
+
 =cut
 
 sub node
@@ -250,8 +257,10 @@ sub node
 	my $init_args = exists $conf{init}             ? delete $conf{init}             : {};
 	my $start     = exists $conf{start}            ? delete $conf{start}            : 1;
 
+	my %init = %$init_args;
+	$init{extra} = [ '--encoding=UTF8', '--locale=C', @{ $init{extra} // [] } ];
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init(%$init_args);
+	$node->init(%init);
 
 	my $lines = "\n# Added by RedisLockTest::node\n";
 	$lines .= "shared_preload_libraries = 'redislock'\n" if $preload;

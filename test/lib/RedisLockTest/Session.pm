@@ -24,8 +24,9 @@ NOTICE/WARNING messages are collected, see notices().
 =item RedisLockTest::Session->new($node, %opt)
 
 Connects.  Options: dbname (default postgres), user (default: the OS user,
-who is the bootstrap superuser of Cluster.pm nodes), application_name.
-Dies if the connection fails.
+who is the bootstrap superuser of Cluster.pm nodes), application_name, host
+and port (default the node's: another address, such as a pooler's in front
+of the node).  Dies if the connection fails.
 
 =cut
 
@@ -38,7 +39,8 @@ sub new
 {
 	my ($class, $node, %opt) = @_;
 	my $dbname = $opt{dbname} // 'postgres';
-	my $dsn = "dbi:Pg:dbname=$dbname;host=" . $node->host . ';port=' . $node->port;
+	my $dsn = "dbi:Pg:dbname=$dbname;host=" . ($opt{host} // $node->host)
+	  . ';port=' . ($opt{port} // $node->port);
 	$dsn .= ";application_name=$opt{application_name}" if defined $opt{application_name};
 	my $self = bless { node => $node, notices => [], owner => $$ }, $class;
 	my $dbh = DBI->connect(
