@@ -180,7 +180,7 @@ if [ "$INSTALLED" = 1 ]; then
         exit 1
     fi
     owner=$(dpkg-query -S "$PKGLIBDIR/redislock.so" 2>/dev/null | cut -d: -f1 || true)
-    log "testing the installed redislock: $PKGLIBDIR/redislock.so (${owner:+package $owner}${owner:-not from a package})"
+    log "testing the installed redislock: $PKGLIBDIR/redislock.so (${owner:+package }${owner:-not from a package})"
 fi
 
 # --- 3. work dir owned by the server user ------------------------------------
