@@ -1,5 +1,14 @@
 # redislock: PGXS build. Links Debian's libhiredis and OpenSSL, and compiles lua/*.lua into
 # a generated header so the scripts ship inside the library.
+#
+#   make && sudo make install     build and install (PG_CONFIG=... for another server)
+#   make installcheck             pg_regress (test/sql, test/expected) on a temporary
+#                                 instance with redislock preloaded, against a
+#                                 redis-server started for the run (see test/installcheck.sh);
+#                                 REDISLOCK_TEST_URL=redis://host:port uses that Redis instead
+#
+# Builds in a separate directory too (make -f ../Makefile VPATH=..), as
+# Debian's pg_buildext does: every source path goes through $(srcdir).
 
 MODULE_big = redislock
 OBJS = \
@@ -33,40 +42,65 @@ OBJS = \
 	src/xact.o
 
 EXTENSION = redislock
-EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(srcdir)/$(EXTENSION).control)
 # sql/redislock.sql is the newest version's script; the full scripts of
 # older versions and the upgrade scripts are installed as they are, so that
 # every released version can be installed and updated (as pgvector does)
-DATA = sql/redislock--1.0.sql $(wildcard sql/redislock--*--*.sql)
+DATA = sql/redislock--1.0.sql $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/redislock--*--*.sql))
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 PGFILEDESC = "redislock - Redis-backed distributed locks"
 
+# pg_regress tests: test/sql/NAME.sql, expected output test/expected/NAME.out.
+# "make installcheck" runs them on a temporary instance (as pg_cron's do) with
+# test/regress.conf (shared_preload_libraries) and a Redis of its own; it needs
+# the extension installed and a user other than root (initdb).
 REGRESS = setup api scope badinput views rwlock semaphore
+REGRESS_OPTS = --inputdir=$(srcdir)/test --temp-instance=./tmp_check \
+	--temp-config=$(srcdir)/test/regress.conf --encoding=UTF8 --no-locale
+# the installcheck below starts the Redis around pg_regress
+NO_INSTALLCHECK = 1
 
-PG_CPPFLAGS = -I$(srcdir)/src
+# -Isrc: the generated src/lua_scripts.h, in the build directory
+PG_CPPFLAGS = -Isrc -I$(srcdir)/src
 # -lanl: getaddrinfo_a, in libc itself since glibc 2.34; OpenSSL for TLS
 SHLIB_LINK = -lhiredis -lanl -lssl -lcrypto
-EXTRA_CLEAN = src/lua_scripts.h
+EXTRA_CLEAN = src/lua_scripts.h src/lua_scripts.h.tmp tmp_redis/
 
-LUA = $(sort $(wildcard lua/*.lua))
+LUA = $(sort $(wildcard $(srcdir)/lua/*.lua))
+
+# a separate build directory needs its own src/ for the objects
+ifdef VPATH
+$(shell mkdir -p src sql)
+endif
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS does not track headers: rebuild every object when one changes.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard $(srcdir)/src/*.h)
 
 src/scripts.o: src/lua_scripts.h
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	@mkdir -p sql
 	cp $< $@
 
 src/lua_scripts.h: $(LUA) tools/lua2c.sh
-	sh tools/lua2c.sh $(LUA) > $@.tmp && mv $@.tmp $@
+	@mkdir -p src
+	sh $(srcdir)/tools/lua2c.sh $(LUA) > $@.tmp && mv $@.tmp $@
+
+# Self-contained, as pg_cron's and pgvector's: test/installcheck.sh starts a
+# redis-server on a free loopback port (or uses REDISLOCK_TEST_URL), adds
+# redislock.url to the temporary instance's configuration, runs pg_regress
+# and stops the Redis again.
+installcheck:
+	REDISLOCK_TEST_URL='$(REDISLOCK_TEST_URL)' $(SHELL) $(srcdir)/test/installcheck.sh \
+		$(top_builddir)/src/test/regress/pg_regress --bindir='$(bindir)' \
+		$(pg_regress_locale_flags) $(EXTRA_REGRESS_OPTS) $(REGRESS_OPTS) $(REGRESS)
 
 # Used by test/run-all.sh, which runs pg_regress itself against its own Redis.
 regress-list:
 	@echo $(REGRESS)
 
-.PHONY: regress-list
+.PHONY: regress-list installcheck

@@ -1,33 +1,41 @@
 #!/usr/bin/env bash
 # Runs every redislock test on a Debian 12 machine, from nothing:
 #   installs missing packages, builds and installs the extension, starts a
-#   throwaway redis-server, runs pg_regress (sql/, expected/) against a
+#   throwaway redis-server, runs pg_regress (test/sql, test/expected) against a
 #   temporary PostgreSQL instance, then the multi-session TAP tests
 #   (test/t/*.pl; each starts its own Redis and PostgreSQL through
 #   test/lib/RedisLockTest.pm).  Stops everything it started, exits non-zero
 #   if anything failed, and ends with the line
 #       redislock: N passed, M failed
-#   (N, M count pg_regress tests, TAP test files, the static checks and
-#   the fault suite's runs).  The static checks (tools/check-guc-init.pl)
-#   run in every mode.
+#   (N, M count pg_regress tests, "make installcheck" run on its own, TAP
+#   test files, the static checks and the fault suite's runs).  The static
+#   checks (tools/check-guc-init.pl, tools/check-meta.py) run in every mode.
 #   Last comes the fault suite, test/faults/run.sh (faults, partitions,
 #   bad input, valgrind).
 #
 # Usage: bash test/run-all.sh [--regress-only | --tap-only] [--no-deps]
-#                             [--no-build] [--no-faults] [TAP files...]
+#                             [--no-build | --installed] [--no-faults] [TAP files...]
+#   --installed: test the redislock already installed into that PostgreSQL
+#   (the Debian package, say): no build, no make install, and it fails at
+#   once if redislock is not installed there.  .ci/run uses it after
+#   installing the .deb it built, so the binary users get is the one tested.
 #   TAP files: names or paths of test/t/*.pl files to run instead of all
 #   (the fault suite then does not run).
 # Environment:
 #   REDISLOCK_KEEP=1             keep the work dir (and TAP data dirs)
 #   REDISLOCK_TAP_TIMEOUT=600    seconds per TAP file
 #   REDISLOCK_REGRESS_TIMEOUT=600  seconds for pg_regress
+#   REDISLOCK_PRIOR_PASSED, REDISLOCK_PRIOR_FAILED, REDISLOCK_PRIOR_FAILED_NAMES
+#                                counts (and names) of checks the caller ran first,
+#                                added to the closing line (.ci/run: package build,
+#                                lintian, install), so that one line counts all
 #   REDISLOCK_PGBIN=DIR          bin directory of the PostgreSQL to build against
 #                                and test with (default /usr/lib/postgresql/15/bin;
 #                                a relocated copy lets two checkouts test at once)
 #
 # PostgreSQL refuses to run as root, so when run as root every server and
 # test runs as the "postgres" user in a postgres-owned copy of sql/,
-# expected/, lua/ and test/ (the repo itself may be unreadable to postgres).
+# lua/ and test/ (the repo itself may be unreadable to postgres).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,7 +49,7 @@ REGRESS_TIMEOUT=${REDISLOCK_REGRESS_TIMEOUT:-600}
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
-DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1 DO_FAULTS=1
+DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1 DO_FAULTS=1 INSTALLED=0
 TAP_ARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -50,6 +58,7 @@ while [ $# -gt 0 ]; do
         --no-faults) DO_FAULTS=0 ;;
         --no-deps) DO_DEPS=0 ;;
         --no-build) DO_BUILD=0 ;;
+        --installed) DO_BUILD=0 INSTALLED=1 ;;
         -h|--help) usage; exit 0 ;;
         -*) echo "run-all: unknown option $1" >&2; usage >&2; exit 2 ;;
         *) TAP_ARGS+=("$1") ;;
@@ -57,9 +66,11 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-PASSED=0
-FAILED=0
+PASSED=${REDISLOCK_PRIOR_PASSED:-0}
+FAILED=${REDISLOCK_PRIOR_FAILED:-0}
 FAILED_NAMES=()
+# shellcheck disable=SC2206  # names are single words
+[ -n "${REDISLOCK_PRIOR_FAILED_NAMES:-}" ] && FAILED_NAMES=(${REDISLOCK_PRIOR_FAILED_NAMES})
 WORK=
 REDIS_PID=
 
@@ -159,10 +170,26 @@ if [ "$DO_BUILD" = 1 ]; then
     fi
 fi
 
+# --installed: say what is installed, and stop at once if nothing is.
+if [ "$INSTALLED" = 1 ]; then
+    SHAREDIR=$("$PG_CONFIG" --sharedir) PKGLIBDIR=$("$PG_CONFIG" --pkglibdir)
+    if [ ! -f "$SHAREDIR/extension/redislock.control" ] || [ ! -f "$PKGLIBDIR/redislock.so" ]; then
+        echo "run-all: --installed, but redislock is not installed in $SHAREDIR and $PKGLIBDIR" >&2
+        FAILED_NAMES+=("installed")
+        FAILED=$((FAILED + 1))
+        exit 1
+    fi
+    owner=$(dpkg-query -S "$PKGLIBDIR/redislock.so" 2>/dev/null | cut -d: -f1 || true)
+    log "testing the installed redislock: $PKGLIBDIR/redislock.so (${owner:+package }${owner:-not from a package})"
+fi
+
 # --- 3. work dir owned by the server user ------------------------------------
 WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
-for d in sql expected lua test; do
+for d in sql lua test; do
     [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
+done
+for f in Makefile redislock.control; do    # for "make installcheck"
+    [ -f "$ROOT/$f" ] && cp "$ROOT/$f" "$WORK/"
 done
 mkdir -p "$WORK/regress" "$WORK/redis"
 [ "$(id -u)" -eq 0 ] && chown -R "$RUN_USER:" "$WORK"
@@ -183,11 +210,10 @@ regress_list() {
                  redislock-print-regress 2>/dev/null) && [ -n "${out//[[:space:]]/}" ]; then
         echo $out; return
     fi
-    # Last resort: every pg_regress input except the install scripts.
+    # Last resort: every pg_regress input.
     local f
-    for f in "$ROOT"/sql/*.sql; do
+    for f in "$ROOT"/test/sql/*.sql; do
         [ -e "$f" ] || continue
-        case "$(basename "$f")" in redislock--*) continue ;; esac
         basename "$f" .sql
     done | tr '\n' ' '
 }
@@ -213,7 +239,7 @@ run_regress() {
     local tests
     tests=$(regress_list)
     if [ -z "${tests//[[:space:]]/}" ]; then
-        log "WARNING: no pg_regress tests found (no regress-list target, no REGRESS, no sql/*.sql)"
+        log "WARNING: no pg_regress tests found (no regress-list target, no REGRESS, no test/sql/*.sql)"
         return 0
     fi
     local rport pgport
@@ -223,10 +249,9 @@ run_regress() {
     if ! start_redis "$rport"; then
         FAILED=$((FAILED + 1)); FAILED_NAMES+=("regress(redis start)"); return 0
     fi
-    cat > "$WORK/regress/redislock.conf" <<EOF
-shared_preload_libraries = 'redislock'
-redislock.url = 'redis://127.0.0.1:$rport'
-EOF
+    # the configuration "make installcheck" uses (test/regress.conf), and this Redis
+    { cat "$ROOT/test/regress.conf"; echo "redislock.url = 'redis://127.0.0.1:$rport'"; } \
+        > "$WORK/regress/redislock.conf"
     [ "$(id -u)" -eq 0 ] && chown "$RUN_USER:" "$WORK/regress/redislock.conf"
 
     log "pg_regress: $tests"
@@ -242,7 +267,7 @@ EOF
         --temp-config="$WORK/regress/redislock.conf" \
         --encoding=UTF8 --no-locale \
         --port="$pgport" \
-        --inputdir="$WORK" --outputdir="$WORK/regress" \
+        --inputdir="$WORK/test" --outputdir="$WORK/regress" \
         --bindir="$PGBIN" --dbname=contrib_regression \
         $tests || rc=$?
 
@@ -273,6 +298,22 @@ EOF
         fi
         log "tail of redis.log"
         tail -n 20 "$WORK/redis/redis.log" 2>/dev/null || true
+    fi
+}
+
+# "make installcheck" on its own, as a user runs it (test/installcheck.sh
+# starts its own Redis): one more count.
+run_installcheck() {
+    [ -f "$WORK/Makefile" ] || return 0
+    log "make installcheck"
+    local rc=0
+    run_logged "$WORK/installcheck.out" \
+        timeout -k 10 "$REGRESS_TIMEOUT" "${AS_PG[@]}" make -C "$WORK" PG_CONFIG="$PG_CONFIG" installcheck || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("make-installcheck")
+        [ -s "$WORK/regression.diffs" ] && cat "$WORK/regression.diffs"
     fi
 }
 
@@ -345,6 +386,8 @@ run_faults() {
 
 # Assert-enabled PostgreSQL 16+ builds abort when a setting's C variable
 # does not start out equal to its boot value (check_GUC_init).
+# META.json is valid PGXN metadata and its version is redislock.control's
+# (tools/check-meta.py, Debian's python3 and python3-jsonschema).
 run_static_checks() {
     log "static check: tools/check-guc-init.pl"
     if perl "$ROOT/tools/check-guc-init.pl" "$ROOT"/src/*.c; then
@@ -352,10 +395,20 @@ run_static_checks() {
     else
         FAILED=$((FAILED + 1)); FAILED_NAMES+=("check-guc-init")
     fi
+    if [ -f "$ROOT/META.json" ]; then
+        log "static check: tools/check-meta.py"
+        local py=python3
+        [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+        if "$py" "$ROOT/tools/check-meta.py" "$ROOT"; then
+            PASSED=$((PASSED + 1))
+        else
+            FAILED=$((FAILED + 1)); FAILED_NAMES+=("check-meta")
+        fi
+    fi
 }
 
 run_static_checks
-if [ "$DO_REGRESS" = 1 ]; then run_regress; fi
+if [ "$DO_REGRESS" = 1 ]; then run_regress; run_installcheck; fi
 if [ "$DO_TAP" = 1 ]; then run_tap; fi
 if [ "$DO_FAULTS" = 1 ] && [ ${#TAP_ARGS[@]} -eq 0 ]; then run_faults; fi
 

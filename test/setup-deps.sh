@@ -17,6 +17,7 @@ PACKAGES=(
     libio-socket-ssl-perl       # FakeRedisson over TLS (rediss) in the TLS tests
     openssl                     # the TLS tests' certificates (RedisLockTest::TLS)
     gnuplot-nox                 # benchmark plots
+    python3-jsonschema          # tools/check-meta.py: META.json against the PGXN schema
     make gcc                    # building (usually present with -server-dev)
 )
 

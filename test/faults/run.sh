@@ -128,7 +128,7 @@ fi
 
 # --- 3. work dir owned by postgres ------------------------------------------------
 WORK=$(mktemp -d /tmp/redislock-faults.XXXXXX)
-for d in sql expected lua test; do cp -r "$ROOT/$d" "$WORK/"; done
+for d in sql lua test; do cp -r "$ROOT/$d" "$WORK/"; done
 chown -R postgres: "$WORK"
 chmod 755 "$WORK"
 cd "$WORK"

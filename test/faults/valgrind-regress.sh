@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pg_regress (sql/, expected/) against a PostgreSQL whose postmaster - and so
+# pg_regress (test/sql, test/expected) against a PostgreSQL whose postmaster - and so
 # every backend and the redislock watchdog, which are forked from it - runs
 # under valgrind memcheck.  Fails if valgrind reports an invalid read/write,
 # a conditional jump / use of uninitialised values, an invalid free, or a
@@ -19,7 +19,7 @@
 # catches that.
 #
 # Usage (as root, from test/faults/run.sh): valgrind-regress.sh WORKDIR "tests..."
-# WORKDIR is the postgres-owned copy made by run.sh (sql/ expected/ test/).
+# WORKDIR is the postgres-owned copy made by run.sh (sql/ lua/ test/).
 set -euo pipefail
 WORK=$1; TESTS=$2
 PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
@@ -96,7 +96,7 @@ echo "valgrind-regress: pg_regress $TESTS"
 rrc=0
 # shellcheck disable=SC2086
 "${AS_PG[@]}" "$PG_REGRESS" --host="$VG/sock" --port="$pgport" \
-    --inputdir="$WORK" --outputdir="$VG/out" --bindir="$PGBIN" \
+    --inputdir="$WORK/test" --outputdir="$VG/out" --bindir="$PGBIN" \
     --dbname=contrib_regression $TESTS > >(tee "$VG/pg_regress.stdout") 2>&1 || rrc=$?
 
 # --- Redlock and cluster status paths under valgrind ------------------------------

@@ -1,6 +1,10 @@
 # 280_upgrade.pl — every released version installs, works with the current
 # library, and updates to the newest; the result equals a fresh install of
-# the newest version, compared through the catalogs: the extension's objects,
+# the newest version.  The versions PostgreSQL offers (the scripts installed)
+# must be exactly @released and the newest, each with an update path to the
+# newest; and one database installed at the oldest version is updated to
+# every later version in turn, equal at each step to a fresh install of that
+# version.  Compared through the catalogs: the extension's objects,
 # every function's signature, result, volatility, strictness, parallel
 # label, body symbol, comment and privileges, every view's definition,
 # columns, comment and privileges.
@@ -18,6 +22,21 @@ my $node = RedisLockTest::node('upgrade', $redis, create_extension => 0);
 my $newest = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'redislock'");
 is($newest, '1.1', 'the newest version is 1.1');
+
+# Every version that can be installed is a released one or the newest: a new
+# release must be added to @released (and so gets tested here).
+my @available = split /\n/, $node->safe_psql('postgres', q{
+	SELECT version FROM pg_available_extension_versions WHERE name = 'redislock'
+	ORDER BY string_to_array(version, '.')::int[]});
+is_deeply(\@available, [ @released, $newest ],
+	"the versions installed scripts offer are the released ones (@released) and $newest");
+for my $from (@released)
+{
+	ok($node->safe_psql('postgres', qq{
+		SELECT path FROM pg_extension_update_paths('redislock')
+		WHERE source = '$from' AND target = '$newest'}) ne '',
+		"an update path leads from $from to $newest");
+}
 
 # The extension as the catalogs of database $db describe it, one line each.
 sub catalog
@@ -97,5 +116,35 @@ for my $from (@released)
 	is($s->query("SELECT redis_lock_release('upgrade:$from')"), 't', "$from: and is released");
 	$s->close;
 }
+
+# One database through every version in turn: installed at the oldest,
+# updated to each later version one step at a time; after each step its
+# catalog equals a fresh install of that version.
+my @all = (@released, $newest);
+my %fresh_of = ($newest => $want);
+for my $v (@released)
+{
+	my $db = 'fresh_' . ($v =~ s/\W/_/gr);
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, "CREATE EXTENSION redislock VERSION '$v'");
+	$fresh_of{$v} = catalog($db);
+}
+$node->safe_psql('postgres', 'CREATE DATABASE walk');
+$node->safe_psql('walk', "CREATE EXTENSION redislock VERSION '$all[0]'");
+is(catalog('walk'), $fresh_of{ $all[0] }, "walk: installed at $all[0]");
+for my $i (1 .. $#all)
+{
+	$node->safe_psql('walk', "ALTER EXTENSION redislock UPDATE TO '$all[$i]'");
+	is($node->safe_psql('walk', "SELECT extversion FROM pg_extension WHERE extname = 'redislock'"),
+		$all[$i], "walk: $all[$i - 1] updates to $all[$i]");
+	my $got = catalog('walk');
+	is($got, $fresh_of{ $all[$i] }, "walk: after $all[$i - 1] -> $all[$i] it equals a fresh $all[$i] install")
+	  or diag("fresh:\n$fresh_of{$all[$i]}\nupdated:\n$got");
+}
+my $w = RedisLockTest::Session->new($node, dbname => 'walk');
+is($w->query("SELECT redis_lock_acquire('upgrade:walk', '0', '1 min')"), 't',
+	"walk: a lock is taken at $newest");
+is($w->query("SELECT redis_lock_release('upgrade:walk')"), 't', 'walk: and released');
+$w->close;
 
 done_testing();
