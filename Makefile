@@ -5,6 +5,7 @@ MODULE_big = redislock
 OBJS = \
 	src/config.o \
 	src/conn.o \
+	src/deadlock.o \
 	src/fanout.o \
 	src/holds.o \
 	src/lock.o \

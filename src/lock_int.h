@@ -14,6 +14,7 @@
 #include "utils/hsearch.h"
 
 #include "conn.h"
+#include "deadlock.h"
 #include "lock.h"
 #include "redislock.h"
 
@@ -74,6 +75,7 @@ typedef struct RLWait
 	void	   *arg;
 	bool		fair;			/* only the queue head retries at the lease end */
 	bool		has_place;		/* a place to refresh while waiting */
+	RLWaitFor	wait_for;		/* for redis_lock_waits and deadlock checks */
 } RLWait;
 
 /* holds.c: the session's table of held locks, keyed by name and kind */

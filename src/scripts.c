@@ -25,4 +25,6 @@ const RedisScript *const rl_scripts[RL_NSCRIPTS] = {
 	&rl_script_status,
 	&rl_script_write_acquire,
 	&rl_script_write_release,
+	&rl_script_wait_edge,
+	&rl_script_wait_holders,
 };

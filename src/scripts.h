@@ -22,9 +22,11 @@ extern const RedisScript rl_script_renew;
 extern const RedisScript rl_script_status;
 extern const RedisScript rl_script_write_acquire;
 extern const RedisScript rl_script_write_release;
+extern const RedisScript rl_script_wait_edge;
+extern const RedisScript rl_script_wait_holders;
 
 /* Every script above, for connections that load them all when they open. */
-#define RL_NSCRIPTS 13
+#define RL_NSCRIPTS 15
 extern const RedisScript *const rl_scripts[RL_NSCRIPTS];
 
 #endif							/* REDISLOCK_SCRIPTS_H */
