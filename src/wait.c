@@ -86,6 +86,9 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	check_at = rl_deadlock_wait_begin(&w->wait_for, start);
 	PG_TRY();
 	{
+		bool		again = true;
+		TimestampTz retry_at = deadline;
+
 		for (;;)
 		{
 			if (redlock)
@@ -93,20 +96,28 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 			else if (!rl_sub_conn.subscribed &&
 					 !rl_route_subscribe(w->nchannels, w->channels))
 				rl_report(&rl_sub_conn, ERROR);
-			w->attempt(w->arg, a);
-			if (a->acquired)
+			if (again)
 			{
-				acquired = true;
-				break;
+				w->attempt(w->arg, a);
+				if (a->acquired)
+				{
+					acquired = true;
+					break;
+				}
+				retry_at = next_retry(a, w->fair, w->has_place, deadline);
 			}
 			if (GetCurrentTimestamp() >= deadline)
 				break;
 			if (GetCurrentTimestamp() >= check_at)
 				check_at = rl_deadlock_check(&w->wait_for);
+
+			/*
+			 * Woken only because a deadlock check is due: nothing changed
+			 * that another attempt could find, so go straight to the check.
+			 */
 			if (!redlock)
-				(void) rl_wait_message(&rl_sub_conn,
-									   Min(next_retry(a, w->fair, w->has_place, deadline),
-										   check_at));
+				again = rl_wait_message(&rl_sub_conn, Min(retry_at, check_at)) != 0 ||
+					GetCurrentTimestamp() >= retry_at;
 			else if (rl_redlock_wait_message(next_retry(a, false, false, deadline)) < 0)
 				sleep_until(next_retry(a, false, false, deadline));
 		}
