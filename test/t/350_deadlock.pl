@@ -38,17 +38,32 @@ sub owner_cmp
 	return ($ua cmp $ub) || ($na <=> $nb);
 }
 
-# Starts each session's statement, waits until all of them wait in Redis,
-# then until exactly one has returned: the victim. Returns its index and
-# (value, error, sqlstate).
+# Starts each session's statement and waits until one has returned. The
+# victim is the one that failed: with transaction-scope locks the other one
+# may have finished too by the time we look. Returns the victim's index and
+# (value, error, sqlstate); the others' results, if in, wait in outcome().
 sub one_victim
 {
 	my ($what, $sessions, $sqls) = @_;
 	$sessions->[$_]->start($sqls->[$_]) for 0 .. $#$sessions;
-	my $victim = first_done_ok("$what: a session returns", @$sessions);
-	return (undef) unless defined $victim;
-	my @r = $sessions->[$victim]->finish(10);
-	return ($victim, @r);
+	my $first = first_done_ok("$what: a session returns", @$sessions);
+	return (undef) unless defined $first;
+	my $victim = $first;
+	for my $i (0 .. $#$sessions)
+	{
+		next unless $sessions->[$i]->is_done;
+		$sessions->[$i]{outcome} = [ $sessions->[$i]->finish(10) ];
+		$victim = $i if defined $sessions->[$i]{outcome}[1] && !defined $sessions->[$victim]{outcome}[1];
+	}
+	return ($victim, @{ delete $sessions->[$victim]{outcome} });
+}
+
+# The result of a session's statement started by one_victim: kept, or awaited.
+sub outcome
+{
+	my ($s, $t) = @_;
+	my $r = delete $s->{outcome};
+	return $r ? @$r : $s->finish($t);
 }
 
 # --- 1. ABBA across two servers, the server's deadlock_timeout ---------------
@@ -70,10 +85,10 @@ sub one_victim
 	like($err, qr/DETAIL:\s+Session $vp on server "$vn" waits for Redis lock "$vl" held by session $op on server "$on", which waits for Redis lock "$ol" held by session $vp\./,
 		'ABBA: errdetail names both sessions, their servers and both locks');
 	is(owner_cmp($s[$v]{id}, $s[$other]{id}), 1, 'ABBA: the victim has the larger owner id');
-	ok(!$s[$other]->is_done, 'ABBA: the other session keeps waiting while the victim holds its lock');
+	ok(!$s[$other]{outcome} && !$s[$other]->is_done, 'ABBA: the other session keeps waiting while the victim holds its lock');
 	is($s[$v]->query('SELECT redis_lock_release_all()'), 1,
 		'ABBA: the victim still holds its session lock (as advisory locks do) and releases it');
-	my ($ov, $oerr) = $s[$other]->finish(30);
+	my ($ov, $oerr) = outcome($s[$other], 30);
 	is($ov, 't', 'ABBA: the other session completes') or diag($oerr);
 	$s[$other]->query('SELECT redis_lock_release_all()');
 	is(scalar(edges()), 0, 'ABBA: no wait-for edge is left in Redis');
@@ -143,10 +158,10 @@ sub one_victim
 	$s[$v]->query('SELECT redis_lock_release_all()');
 	# the one waiting for the victim's lock goes on, then the last one
 	my $w = ($v + 2) % 3;
-	is(($s[$w]->finish(30))[0], 't', '3-cycle: the session waiting for the victim completes');
+	is((outcome($s[$w], 30))[0], 't', '3-cycle: the session waiting for the victim completes');
 	$s[$w]->query('SELECT redis_lock_release_all()');
 	my $last = ($v + 1) % 3;
-	is(($s[$last]->finish(30))[0], 't', '3-cycle: the last one completes');
+	is((outcome($s[$last], 30))[0], 't', '3-cycle: the last one completes');
 	$s[$last]->query('SELECT redis_lock_release_all()');
 	is(scalar(edges()), 0, '3-cycle: no edge left');
 	$_->close for @s;
@@ -171,7 +186,7 @@ sub one_victim
 	$s[$v]->query('SELECT redis_lock_release_all()');
 	if ($v == 1)
 	{
-		is(($a->finish(30))[0], 't', 'fair: A gets dlf:y');
+		is((outcome($a, 30))[0], 't', 'fair: A gets dlf:y');
 		$a->query('SELECT redis_lock_release_all()');
 		is(($c->finish(30))[0], 't', 'fair: then C gets dlf:x');
 	}
@@ -179,7 +194,7 @@ sub one_victim
 	{
 		is(($c->finish(30))[0], 't', 'fair: C, at the head, gets dlf:x first');
 		$c->query('SELECT redis_lock_release_all()');
-		is(($b->finish(30))[0], 't', 'fair: then B gets dlf:x');
+		is((outcome($b, 30))[0], 't', 'fair: then B gets dlf:x');
 		$b->query('SELECT redis_lock_release_all()');
 	}
 	$_->query('SELECT redis_lock_release_all()') for ($a, $b, $c);
@@ -198,7 +213,7 @@ sub one_victim
 		[ "SELECT redis_xact_lock_acquire('dlx:b')", "SELECT redis_xact_lock_acquire('dlx:a')" ]);
 	my $other = 1 - $v;
 	is($state, '40P01', 'xact: one victim gets 40P01') or diag($err);
-	my ($ov, $oerr) = $s[$other]->finish(30);
+	my ($ov, $oerr) = outcome($s[$other], 30);
 	is($ov, 't', 'xact: the other gets the lock without waiting for the victim\'s ROLLBACK') or diag($oerr);
 	my $vlock = $v == 0 ? 'dlx:a' : 'dlx:b';
 	is($rc->cmd('HEXISTS', $vlock, $s[$v]{id}), 0, "xact: the victim's hold of $vlock is gone from Redis");
@@ -226,7 +241,7 @@ sub one_victim
 	like($err, qr/waits for Redis read lock "dlr:x"/, 'read-write: errdetail names the read wait');
 	$s[$v]->query('SELECT redis_lock_release_all()');
 	$s[$v]->query("SELECT redis_write_lock_release('dlr:x')") if $v == 0;
-	is(($s[1 - $v]->finish(30))[0], 't', 'read-write: the other completes');
+	is((outcome($s[1 - $v], 30))[0], 't', 'read-write: the other completes');
 	$_->query('SELECT redis_lock_release_all()') for @s;
 	$b->query("SELECT redis_read_lock_release('dlr:x')") if $v == 0;
 	$a->query("SELECT redis_write_lock_release('dlr:x')") if $v == 1;
@@ -242,7 +257,7 @@ sub one_victim
 	is($state, '40P01', 'multi-lock: one victim gets 40P01') or diag($err);
 	like($err, qr/"dlm:2"/, 'multi-lock: errdetail names the lock of the multi-lock that closes the cycle');
 	$s[$v]->query('SELECT redis_lock_release_all()');
-	is(($s[1 - $v]->finish(30))[0], 't', 'multi-lock: the other completes');
+	is((outcome($s[1 - $v], 30))[0], 't', 'multi-lock: the other completes');
 	$_->query('SELECT redis_lock_release_all()') for @s;
 	is(scalar(edges()), 0, 'read-write and multi-lock: no edge left');
 	$_->close for ($a, $b, $c, $d);
@@ -270,7 +285,7 @@ sub one_victim
 		# after checking that it did not fail too
 		my $survivor_failed = $s[$other]->is_done;
 		$s[$v]->query('SELECT redis_lock_release_all()');
-		my ($ov, $oerr, $ostate) = $s[$other]->finish(30);
+		my ($ov, $oerr, $ostate) = outcome($s[$other], 30);
 		$one++ if ($state // '') eq '40P01' && !$survivor_failed && ($ov // '') eq 't';
 		diag("round $r: victim [$state] $err; other [" . ($ostate // '') . '] ' . ($oerr // ''))
 		  unless ($ov // '') eq 't';
