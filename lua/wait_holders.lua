@@ -8,7 +8,11 @@
 -- ARGV[3]  '1' when it waits in the fair queue
 -- Returns the owner ids it waits for, each once, never the waiter itself:
 --   lock   every holder of the hash (owner fields; a writer "<id>:write"
---          as <id>), and with fair the owners queued ahead of the waiter;
+--          as <id>); with fair and the lock free, the owners queued ahead
+--          of the waiter, who take it first. While it is held, the holders
+--          alone: whoever is queued ahead waits for them too, so a cycle
+--          through a queued owner is also one through the holder, and
+--          counting the queue would make innocent queued sessions victims;
 --   write  every holder but the waiter (its own read hold is an upgrade);
 --   read   the writers while the lock is held for write (or is an
 --          exclusive lock), else the owner of a waiting writer's mark,
@@ -63,7 +67,7 @@ for i = 1, #fields, 2 do
         add((owner_of(fields[i])))
     end
 end
-if kind == 'lock' and ARGV[3] == '1' and
+if kind == 'lock' and ARGV[3] == '1' and #out == 0 and
     redis.call('type', KEYS[2])['ok'] == 'list' then
     for _, owner in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
         if owner == waiter then

@@ -158,7 +158,7 @@ COMMENT ON FUNCTION redis_lock_waits() IS
 CREATE VIEW redis_lock_waits AS SELECT * FROM redis_lock_waits();
 
 COMMENT ON VIEW redis_lock_waits IS
-'every session of this server waiting for a Redis lock: pid, name (a multi-lock wait shows its first), kind (lock, read or write), when the wait started, the owner ids it waits for as Redis says now (holders, owners queued ahead in a fair queue, a waiting writer), and the pids of those that are sessions of this server';
+'every session of this server waiting for a Redis lock: pid, name (a multi-lock wait shows its first), kind (lock, read or write), when the wait started, the owner ids it waits for as Redis says now (holders; for a fair waiter of a free lock, those queued ahead; for a reader, a waiting writer), and the pids of those that are sessions of this server';
 
 GRANT SELECT ON redis_lock_waits TO PUBLIC;
 

@@ -9,19 +9,21 @@
  * the end of the wait deletes, so a waiter that dies leaves it for one TTL
  * at most. Then it walks the graph, one level per two pipelined round trips:
  * the holders of the locks the level waits for (lua/wait_holders.lua: owner
- * fields, read and write holders, owners queued ahead in a fair queue, a
- * waiting writer's mark), then the edges of those holders. A holder without
- * an edge ends its branch: it runs, waits for less than deadlock_timeout, or
- * is not a redislock session (a Redisson service: a cycle through one is
- * not detected). The walk works the same in single, Sentinel and Cluster
- * modes, where edges and locks live on different slots.
+ * fields, read and write holders, the owners queued ahead of a fair waiter
+ * while the lock is free, a waiting writer's mark), then the edges of those
+ * holders. A holder without an edge ends its branch: it runs, waits for
+ * less than deadlock_timeout, or is not a redislock session (a Redisson
+ * service: a cycle through one is not detected). The walk works the same in
+ * single, Sentinel and Cluster modes, where edges and locks live on
+ * different slots.
  *
  * Exactly one victim per cycle: the member with the largest owner id
  * (instance uuid, then session number). A walk only follows owners smaller
  * than the walker, so a session finds exactly the cycles in which it is the
  * largest; the other members keep waiting, and whatever the timing, two
  * sessions never abort for the same cycle. The largest member of a set of
- * deadlocked sessions always finds a cycle, so every deadlock ends.
+ * deadlocked sessions always finds a cycle, so every deadlock ends. Where
+ * cycles overlap, each one's largest member may abort.
  *
  * The walk reads the graph piece by piece while it changes. Before aborting,
  * the victim reads the whole cycle again in one round trip (every edge still
@@ -341,7 +343,8 @@ field(const RLReply *r, const char *name)
 
 /*
  * Reads an edge (HGETALL reply) into node; false when there is none or it
- * is not one we can follow (a kind this version does not know).
+ * is not one we can follow (a kind this version does not know, or a key of
+ * another type: a dead end, not a reason to fail the wait).
  */
 static bool
 parse_edge(const RLReply *r, WalkNode *node)
@@ -423,11 +426,8 @@ cycle_confirmed(int k, WalkNode **cycle)
 	for (int i = 1; i < k; i++)
 	{
 		const RLReply *r = replies[k + i - 1];
-		const char *started;
+		const char *started = r->type == REDIS_REPLY_ARRAY ? field(r, "started") : NULL;
 
-		if (r->type != REDIS_REPLY_ARRAY)
-			bad_reply(r, "a wait-for edge");
-		started = field(r, "started");
 		if (started == NULL || strcmp(started, cycle[i]->started) != 0)
 			return false;
 	}
@@ -589,14 +589,8 @@ walk(const RLWaitFor *wf)
 			hgetall_request(&reqs[v - first], nodes[v].owner);
 		run_or_raise(nreq, reqs, replies);
 		for (int v = first; v < nnodes; v++)
-		{
-			const RLReply *r = replies[v - first];
-
-			if (r->type == REDIS_REPLY_ERROR)
-				bad_reply(r, "a wait-for edge");
-			if (parse_edge(r, &nodes[v]))
+			if (parse_edge(replies[v - first], &nodes[v]))
 				next[nnext++] = v;
-		}
 		memcpy(frontier, next, sizeof(int) * nnext);
 		nfrontier = nnext;
 	}
@@ -680,7 +674,8 @@ rl_deadlock_wait_end(void)
 /*
  * Who each of n waiting sessions of this server waits for: holders[i] gets
  * the owner ids (nholders[i] of them), from one pipelined round trip.
- * Returns false with Redlock, where that takes a majority (not shown).
+ * Returns false when that is not known: Redis could not be reached (the
+ * views still list the waits), or Redlock, where it takes a majority.
  */
 bool
 rl_waits_holders(int n, const RLWaitCopy *waits, char ***holders, int *nholders)
@@ -707,21 +702,22 @@ rl_waits_holders(int n, const RLWaitCopy *waits, char ***holders, int *nholders)
 			name += strlen(name) + 1;
 		}
 	}
-	if (nreq > 0)
-		run_or_raise(nreq, reqs, replies);
+	if (nreq > 0 && !run_requests(nreq, reqs, replies))
+		return false;
+	for (int q = 0; q < nreq; q++)
+		if (!holders_ok(replies[q]))
+			return false;		/* an error reply (OOM, BUSY): not known */
 	nreq = 0;
 	for (int i = 0; i < n; i++)
 	{
 		int			cap = 0;
 
 		for (int j = 0; j < waits[i].nstored; j++)
-			cap += holders_ok(replies[nreq + j]) ? replies[nreq + j]->elements : 0;
+			cap += replies[nreq + j]->elements;
 		holders[i] = palloc(sizeof(char *) * Max(cap, 1));
 		nholders[i] = 0;
 		for (int j = 0; j < waits[i].nstored; j++, nreq++)
 		{
-			if (!holders_ok(replies[nreq]))
-				bad_reply(replies[nreq], "the holders of a lock");
 			for (size_t h = 0; h < replies[nreq]->elements; h++)
 			{
 				const char *owner = replies[nreq]->element[h]->str;

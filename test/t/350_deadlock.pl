@@ -171,7 +171,11 @@ sub outcome
 {
 	my $a = session($n1, '200ms');
 	my $b = session($n2, '200ms');
-	my $c = session($n2, '200ms');
+	# C, queued ahead of B, gets the largest owner id of the three: were the
+	# queue counted while dlf:x is held, C would close a cycle of its own
+	# (C -> A -> B -> C) as its largest member and be aborted for nothing
+	my $c = session(owner_cmp($a->{id}, $b->{id}) > 0 ? $n1 : $n2, '200ms');
+	is(owner_cmp($c->{id}, $_->{id}), 1, 'C has a larger owner id than ' . ($_ == $a ? 'A' : 'B')) for ($a, $b);
 	is($a->query("SELECT redis_lock_acquire('dlf:x', NULL, NULL, true)"), 't', 'A holds fair dlf:x');
 	is($b->query("SELECT redis_lock_acquire('dlf:y', NULL, NULL, true)"), 't', 'B holds fair dlf:y');
 	$c->start("SELECT redis_lock_acquire('dlf:x', NULL, NULL, true)");
@@ -182,7 +186,7 @@ sub outcome
 	is($state, '40P01', 'fair: one victim gets 40P01') or diag($err);
 	ok(!grep({ $_ eq $s[$v]{id} } @{ fair_queue($rc, $v == 0 ? 'dlf:y' : 'dlf:x') }),
 		'fair: the victim left the queue it waited in');
-	ok(!$c->is_done, 'fair: C (not in the cycle) still waits');
+	ok(!$c->is_done, 'fair: C, queued ahead of B but not in the cycle, still waits');
 	$s[$v]->query('SELECT redis_lock_release_all()');
 	if ($v == 1)
 	{
