@@ -18,7 +18,9 @@
 --          exclusive lock), else the owner of a waiting writer's mark,
 --          which keeps new readers out (read_acquire.lua), unless the
 --          waiter already reads.
--- A key of another shape holds nothing we can follow: {}.
+-- A key of another shape holds nothing we can follow: {}. Another kind of
+-- wait (a semaphore's, say) joins the deadlock checks with its case here and
+-- its label in RLWait.wait_for (src/deadlock.h).
 local waiter, kind = ARGV[1], ARGV[2]
 local found, out = {}, {}
 

@@ -88,6 +88,7 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	{
 		bool		again = true;
 		TimestampTz retry_at = deadline;
+		TimestampTz now;
 
 		for (;;)
 		{
@@ -106,9 +107,10 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 				}
 				retry_at = next_retry(a, w->fair, w->has_place, deadline);
 			}
-			if (GetCurrentTimestamp() >= deadline)
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
 				break;
-			if (GetCurrentTimestamp() >= check_at)
+			if (now >= check_at)
 				check_at = rl_deadlock_check(&w->wait_for);
 
 			/*
