@@ -14,6 +14,7 @@ MODULE_big = redislock
 OBJS = \
 	src/config.o \
 	src/conn.o \
+	src/deadlock.o \
 	src/fanout.o \
 	src/holds.o \
 	src/latch.o \

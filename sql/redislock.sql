@@ -380,3 +380,34 @@ COMMENT ON VIEW redis_lock_stats IS
 'redislock counters since server start: fresh acquisitions, reentries, waits and total wait time, waits that ended without the lock, releases, watchdog renewals and failed renewals, locks found lost, locks the worker released for ended sessions, Redis errors; and the mode in use (single, sentinel, cluster or redlock)';
 
 GRANT SELECT ON redis_locks, redis_lock_stats TO PUBLIC;
+
+-- Who waits for whom (deadlock detection, see redislock.deadlock_timeout).
+-- The holders come from Redis at the time of the query.
+
+CREATE FUNCTION redis_lock_waits(OUT pid integer,
+                                 OUT name text,
+                                 OUT kind text,
+                                 OUT wait_started timestamptz,
+                                 OUT holders text[],
+                                 OUT holder_pids integer[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'redis_lock_waits'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_waits() IS
+'sessions of this server waiting for a Redis lock and who they wait for; see view redis_lock_waits';
+
+CREATE VIEW redis_lock_waits AS SELECT * FROM redis_lock_waits();
+
+COMMENT ON VIEW redis_lock_waits IS
+'every session of this server waiting for a Redis lock: pid, name (a multi-lock wait shows its first), kind (lock, read or write), when the wait started, the owner ids it waits for as Redis says now (holders; for a fair waiter of a free lock, those queued ahead; for a reader, a waiting writer), and the pids of those that are sessions of this server';
+
+GRANT SELECT ON redis_lock_waits TO PUBLIC;
+
+CREATE FUNCTION redis_lock_blocking_pids(pid integer)
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'redis_lock_blocking_pids'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION redis_lock_blocking_pids(integer) IS
+'pids of the sessions of this server that the session with this pid waits for in Redis, like pg_blocking_pids; empty when it does not wait for a Redis lock';

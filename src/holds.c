@@ -151,6 +151,8 @@ rl_primitive(RLKind kind)
 			return &rl_semaphore_primitive;
 		case RL_KIND_PERMIT:
 			return &rl_permit_primitive;
+		case RL_KIND_LATCH:
+			return &rl_latch_primitive;
 		case RL_KIND_LOCK:
 			break;
 	}

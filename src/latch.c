@@ -17,8 +17,13 @@
 #include "scripts.h"
 #include "semaphore.h"
 
-/* Only what rl_check_redlock() needs to refuse latches with Redlock. */
-static const RLPrimitive latch_primitive = {
+/*
+ * A latch is waited for, never held: its entry names it in messages and
+ * in redis_lock_waits, and refuses it with Redlock.
+ */
+const RLPrimitive rl_latch_primitive = {
+	.label = "latch",
+	.noun = "Redis count-down latch",
 	.plural = "Redis count-down latches",
 	.no_redlock = "Redisson has no Redlock latch, and a count kept on each master on its own would open at different times.",
 };
@@ -70,7 +75,7 @@ run_latch(const char *name, const char *op, int64 count)
 	const char *keys[2] = {name, latch_channel(name)};
 	bool		apart = rl_mode() == RL_MODE_CLUSTER && !rl_same_slot(2, keys);
 
-	rl_check_redlock(&latch_primitive);
+	rl_check_redlock(&rl_latch_primitive);
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_latch;
 	e.nkeys = 1;
@@ -131,6 +136,9 @@ rl_latch_await(const char *name, int64 wait_ms)
 	req.wait_ms = wait_ms;
 	memset(&w, 0, sizeof(w));
 	w.timeout_msg = psprintf("Redis count-down latch \"%s\" did not reach zero", name);
+	w.wait_for.kind = RL_KIND_LATCH;
+	w.wait_for.n = 1;
+	w.wait_for.names = &name;
 	w.nchannels = 1;
 	w.channels = &channel;
 	w.attempt = latch_attempt;

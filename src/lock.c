@@ -568,6 +568,7 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	const RLPrimitive *prim = rl_primitive(ll->kind);
 	LockWait	lw = {ll, lease_ms, target, req->fair};
 	const char *channel = prim->channel(ll->name, req->fair);
+	const char *name = ll->name;
 	RLWait		w;
 
 	w.timeout_msg = psprintf("could not obtain %s \"%s\"", prim->noun, ll->name);
@@ -578,6 +579,10 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	w.arg = &lw;
 	w.fair = req->fair;
 	w.has_place = req->fair || prim->waiter_place;
+	w.wait_for.kind = ll->kind;
+	w.wait_for.fair = req->fair;
+	w.wait_for.n = 1;
+	w.wait_for.names = &name;
 	return rl_wait(&w, req, a);
 }
 

@@ -14,6 +14,7 @@
 #include "utils/hsearch.h"
 
 #include "conn.h"
+#include "deadlock.h"
 #include "lock.h"
 #include "redislock.h"
 
@@ -77,6 +78,7 @@ typedef struct RLWait
 	void	   *arg;
 	bool		fair;			/* only the queue head retries at the lease end */
 	bool		has_place;		/* a place to refresh while waiting */
+	RLWaitFor	wait_for;		/* for redis_lock_waits and deadlock checks */
 } RLWait;
 
 /* holds.c: the session's table of held locks, keyed by name and kind */
@@ -152,6 +154,7 @@ extern const RLPrimitive rl_read_primitive; /* rwlock.c */
 extern const RLPrimitive rl_write_primitive;	/* rwlock.c */
 extern const RLPrimitive rl_semaphore_primitive;	/* semaphore.c */
 extern const RLPrimitive rl_permit_primitive;	/* semaphore.c */
+extern const RLPrimitive rl_latch_primitive;	/* latch.c: waits only */
 
 /* holds.c: the session's table */
 extern const RLPrimitive *rl_primitive(RLKind kind);

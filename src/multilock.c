@@ -117,18 +117,25 @@ take_at_once(MultiLock *m)
 	Attempt		a;
 	RLWait		w;
 	const char **channels = palloc(sizeof(char *) * m->n);
+	const char **names = palloc(sizeof(char *) * m->n);
 
 	attempt_all(m, &a);
 	if (!a.acquired && m->req->wait_ms != 0)
 	{
 		for (int i = 0; i < m->n; i++)
+		{
 			channels[i] = channel_key(m->locks[i]->name);
+			names[i] = m->locks[i]->name;
+		}
 		memset(&w, 0, sizeof(w));
 		w.timeout_msg = psprintf("could not obtain Redis lock \"%s\"", m->req->name);
 		w.nchannels = m->n;
 		w.channels = channels;
 		w.attempt = attempt_all;
 		w.arg = m;
+		w.wait_for.kind = RL_KIND_LOCK;
+		w.wait_for.n = m->n;
+		w.wait_for.names = names;
 		(void) rl_wait(&w, m->req, &a);
 	}
 	if (!a.acquired)

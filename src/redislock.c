@@ -15,6 +15,7 @@
 #include "utils/guc.h"
 
 #include "conn.h"
+#include "deadlock.h"
 #include "lock.h"
 #include "redislock.h"
 #include "registry.h"
@@ -263,6 +264,14 @@ define_settings(void)
 							"Live waiters renew their place every third of this.",
 							&rl_fair_wait_timeout,
 							10000, 1000, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.deadlock_timeout",
+							"How long a Redis lock wait lasts before it checks for a deadlock.",
+							"Checked again each time as long while still waiting; -1 uses deadlock_timeout, 0 turns detection off.",
+							&rl_deadlock_timeout,
+							-1, -1, INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

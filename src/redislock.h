@@ -38,8 +38,9 @@ typedef enum RLKind
 								 * (Redisson RReadWriteLock.readLock()) */
 	RL_KIND_WRITE,				/* its exclusive hold (writeLock()) */
 	RL_KIND_SEMAPHORE,			/* permits of a semaphore (RSemaphore) */
-	RL_KIND_PERMIT				/* one expiring permit
+	RL_KIND_PERMIT,				/* one expiring permit
 								 * (RPermitExpirableSemaphore) */
+	RL_KIND_LATCH				/* not a hold: a wait for a count-down latch */
 } RLKind;
 
 /* A permit id: 16 random bytes, shown as 32 hex characters (as Redisson). */

@@ -58,6 +58,18 @@ int			rl_max_locks = 4096;
 
 static RegistryShared *shared = NULL;
 static uint64 *proc_sessions = NULL;	/* by pgprocno: session number or 0 */
+
+/*
+ * By pgprocno: what the session there waits for. Only that session writes
+ * its entry (at the start and end of a wait), under the registry's lock.
+ */
+typedef struct WaitEntry
+{
+	uint64		session;		/* 0: not waiting */
+	RLWaitCopy	wait;
+} WaitEntry;
+
+static WaitEntry *proc_waits = NULL;
 static uint64 my_session = 0;
 
 static Size
@@ -79,6 +91,7 @@ rl_registry_request(void)
 {
 	RequestAddinShmemSpace(registry_size());
 	RequestAddinShmemSpace(mul_size(sizeof(uint64), total_procs()));
+	RequestAddinShmemSpace(mul_size(sizeof(WaitEntry), total_procs()));
 	RequestNamedLWLockTranche("redislock", 1);
 }
 
@@ -132,6 +145,10 @@ rl_registry_startup(void)
 									sizeof(uint64) * total_procs(), &found);
 	if (!found)
 		memset(proc_sessions, 0, sizeof(uint64) * total_procs());
+	proc_waits = ShmemInitStruct("redislock waits",
+								 sizeof(WaitEntry) * total_procs(), &found);
+	if (!found)
+		memset(proc_waits, 0, sizeof(WaitEntry) * total_procs());
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -140,7 +157,10 @@ static void
 forget_session(int code, Datum arg)
 {
 	if (MyProc != NULL)
+	{
 		proc_sessions[MyProc->pgprocno] = 0;
+		proc_waits[MyProc->pgprocno].session = 0;	/* a wait cut off by FATAL */
+	}
 }
 
 bool
@@ -643,6 +663,96 @@ rl_registry_cycle_end(TimestampTz next)
 	if (pg_atomic_read_u32(&shared->worker_called) != 0)
 		return 0;
 	return next;
+}
+
+/*
+ * Publishes what this session starts to wait for: n names of kind (as far
+ * as they fit), since started. Cheap: no Redis, one short lock.
+ */
+void
+rl_registry_wait_begin(RLKind kind, bool fair, int n, const char *const *names,
+					   TimestampTz started)
+{
+	WaitEntry  *e;
+	size_t		used = 0;
+	int			stored = 0;
+
+	if (shared == NULL || MyProc == NULL || my_session == 0)
+		return;
+	e = &proc_waits[MyProc->pgprocno];
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	e->session = my_session;
+	e->wait.pid = MyProcPid;
+	e->wait.kind = (uint8) kind;
+	e->wait.fair = fair;
+	e->wait.nnames = (int16) n;
+	e->wait.started = started;
+	snprintf(e->wait.owner, sizeof(e->wait.owner), "%s:" UINT64_FORMAT,
+			 shared->instance_id, my_session);
+	for (; stored < n; stored++)
+	{
+		size_t		len = strlen(names[stored]) + 1;
+
+		if (used + len > sizeof(e->wait.names))
+			break;
+		memcpy(e->wait.names + used, names[stored], len);
+		used += len;
+	}
+	e->wait.nstored = (int16) stored;
+	LWLockRelease(shared->lock);
+}
+
+/* This session no longer waits. */
+void
+rl_registry_wait_end(void)
+{
+	if (shared == NULL || MyProc == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	proc_waits[MyProc->pgprocno].session = 0;
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * Copies what every waiting session of this server waits for (palloc'd
+ * array in *copies); a session that ended is left out.
+ */
+int
+rl_registry_wait_snapshot(RLWaitCopy **copies)
+{
+	int			n = 0;
+
+	*copies = palloc(sizeof(RLWaitCopy) * total_procs());
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < total_procs(); i++)
+		if (proc_waits[i].session != 0 &&
+			proc_waits[i].session == proc_sessions[i])
+			(*copies)[n++] = proc_waits[i].wait;
+	LWLockRelease(shared->lock);
+	return n;
+}
+
+/*
+ * The pid of the session of this server with that owner id, or 0: another
+ * server's session, a Redisson client, or a session that has ended.
+ */
+int
+rl_registry_owner_pid(const char *owner)
+{
+	size_t		idlen = strlen(shared->instance_id);
+	char	   *end;
+	uint64		session;
+
+	if (strncmp(owner, shared->instance_id, idlen) != 0 || owner[idlen] != ':')
+		return 0;
+	errno = 0;
+	session = strtou64(owner + idlen + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || session == 0)
+		return 0;
+	for (int i = 0; i < total_procs(); i++)
+		if (proc_sessions[i] == session)
+			return ProcGlobal->allProcs[i].pid;
+	return 0;
 }
 
 void

@@ -97,6 +97,25 @@ typedef struct RLSlotCopy
 	RLSlot		slot;
 } RLSlotCopy;
 
+/*
+ * What a session of this server waits for, published while it waits (the
+ * redis_lock_waits view, redis_lock_blocking_pids). A multi-lock's names
+ * are stored NUL-separated as far as they fit.
+ */
+#define RL_WAIT_NAMES_MAX (2 * (RL_NAME_MAX + 1))
+
+typedef struct RLWaitCopy
+{
+	int			pid;
+	uint8		kind;			/* RLKind */
+	bool		fair;
+	int16		nnames;			/* names the wait is for */
+	int16		nstored;		/* how many of them are in names */
+	TimestampTz started;
+	char		owner[RL_OWNER_MAX];
+	char		names[RL_WAIT_NAMES_MAX];
+} RLWaitCopy;
+
 extern int	rl_max_locks;
 
 extern void rl_registry_request(void);
@@ -126,6 +145,12 @@ extern void rl_registry_unclaim(int index, uint32 generation, bool settled);
 extern void rl_registry_set_worker(Latch *latch);
 extern void rl_registry_cycle_begin(void);
 extern TimestampTz rl_registry_cycle_end(TimestampTz next);
+
+extern void rl_registry_wait_begin(RLKind kind, bool fair, int n,
+								   const char *const *names, TimestampTz started);
+extern void rl_registry_wait_end(void);
+extern int	rl_registry_wait_snapshot(RLWaitCopy **copies);
+extern int	rl_registry_owner_pid(const char *owner);
 
 extern void rl_stat_add(RLStat stat, uint64 n);
 extern uint64 rl_stat_get(RLStat stat);

@@ -33,6 +33,8 @@ const RedisScript *const rl_scripts[RL_NSCRIPTS] = {
 	&rl_script_sem_renew,
 	&rl_script_sem_set,
 	&rl_script_status,
+	&rl_script_wait_edge,
+	&rl_script_wait_holders,
 	&rl_script_write_acquire,
 	&rl_script_write_release,
 };

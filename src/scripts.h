@@ -30,11 +30,13 @@ extern const RedisScript rl_script_sem_release;
 extern const RedisScript rl_script_sem_renew;
 extern const RedisScript rl_script_sem_set;
 extern const RedisScript rl_script_status;
+extern const RedisScript rl_script_wait_edge;
+extern const RedisScript rl_script_wait_holders;
 extern const RedisScript rl_script_write_acquire;
 extern const RedisScript rl_script_write_release;
 
 /* Every script above, for connections that load them all when they open. */
-#define RL_NSCRIPTS 23
+#define RL_NSCRIPTS 25
 extern const RedisScript *const rl_scripts[RL_NSCRIPTS];
 
 #endif							/* REDISLOCK_SCRIPTS_H */

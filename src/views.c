@@ -1,25 +1,32 @@
 /*
  * views.c
- *	  Set-returning functions behind the redis_locks and redis_lock_stats
- *	  views: a copy of the shared lock table and the shared counters.
+ *	  Set-returning functions behind the redis_locks, redis_lock_stats and
+ *	  redis_lock_waits views: a copy of the shared lock table, the shared
+ *	  counters, and who this server's waiting sessions wait for; and
+ *	  redis_lock_blocking_pids().
  *
  * src/views.c
  */
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "deadlock.h"
 #include "redislock.h"
 #include "registry.h"
 #include "route.h"
 
 PG_FUNCTION_INFO_V1(redis_locks);
 PG_FUNCTION_INFO_V1(redis_lock_stats);
+PG_FUNCTION_INFO_V1(redis_lock_waits);
+PG_FUNCTION_INFO_V1(redis_lock_blocking_pids);
 
 #define LOCKS_COLS 14			/* 13 in version 1.0, which has no kind */
 
@@ -98,9 +105,9 @@ state_text(const RLSlot *s, TimestampTz now)
 }
 
 static const char *
-kind_text(const RLSlot *s)
+kind_text(uint8 kind)
 {
-	switch ((RLKind) s->kind)
+	switch ((RLKind) kind)
 	{
 		case RL_KIND_LOCK:
 			return "lock";
@@ -112,6 +119,8 @@ kind_text(const RLSlot *s)
 			return "semaphore";
 		case RL_KIND_PERMIT:
 			return "permit";
+		case RL_KIND_LATCH:
+			return "latch";
 	}
 	return "unknown";
 }
@@ -155,7 +164,7 @@ redis_locks(PG_FUNCTION_ARGS)
 													  rl_redlock_size()));
 		else
 			nulls[12] = true;
-		values[13] = CStringGetTextDatum(kind_text(s));
+		values[13] = CStringGetTextDatum(kind_text(s->kind));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -176,4 +185,97 @@ redis_lock_stats(PG_FUNCTION_ARGS)
 	/* the deployment these settings describe, as redis_lock_status() says */
 	values[RL_STAT_COUNT] = CStringGetTextDatum(rl_mode_name());
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* The pids of those of n owners that are sessions of this server. */
+static ArrayType *
+holder_pids(int n, char **owners)
+{
+	Datum	   *pids = palloc(sizeof(Datum) * Max(n, 1));
+	int			npids = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		int			pid = rl_registry_owner_pid(owners[i]);
+
+		if (pid != 0)
+			pids[npids++] = Int32GetDatum(pid);
+	}
+	return construct_array(pids, npids, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+}
+
+static ArrayType *
+text_array(int n, char **items)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(items[i]);
+	return construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT);
+}
+
+/*
+ * The rows of redis_lock_waits: one per waiting session of this server,
+ * with who it waits for as Redis says now (one pipelined round trip for
+ * all). A multi-lock wait shows its first name, and the holders of all of
+ * its names the registry could keep; with Redlock, holders are not shown.
+ */
+Datum
+redis_lock_waits(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RLWaitCopy *waits;
+	char	 ***holders;
+	int		   *nholders;
+	bool		known;
+	int			n;
+
+	require_preload();
+	InitMaterializedSRF(fcinfo, 0);
+	n = rl_registry_wait_snapshot(&waits);
+	holders = palloc(sizeof(char **) * Max(n, 1));
+	nholders = palloc(sizeof(int) * Max(n, 1));
+	known = n > 0 && rl_waits_holders(n, waits, holders, nholders);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[6];
+		bool		nulls[6] = {false};
+
+		values[0] = Int32GetDatum(waits[i].pid);
+		values[1] = CStringGetTextDatum(waits[i].names);
+		values[2] = CStringGetTextDatum(kind_text(waits[i].kind));
+		values[3] = TimestampTzGetDatum(waits[i].started);
+		if (known)
+		{
+			values[4] = PointerGetDatum(text_array(nholders[i], holders[i]));
+			values[5] = PointerGetDatum(holder_pids(nholders[i], holders[i]));
+		}
+		else
+			nulls[4] = nulls[5] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * The pids of this server's sessions that the session with that pid waits
+ * for in Redis, like pg_blocking_pids(): empty when it does not wait for a
+ * Redis lock (or with Redlock).
+ */
+Datum
+redis_lock_blocking_pids(PG_FUNCTION_ARGS)
+{
+	int			pid = PG_GETARG_INT32(0);
+	RLWaitCopy *waits;
+	char	  **holders;
+	int			nholders;
+	int			n;
+
+	require_preload();
+	n = rl_registry_wait_snapshot(&waits);
+	for (int i = 0; i < n; i++)
+		if (waits[i].pid == pid &&
+			rl_waits_holders(1, &waits[i], &holders, &nholders))
+			PG_RETURN_ARRAYTYPE_P(holder_pids(nholders, holders));
+	PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT4OID));
 }

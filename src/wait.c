@@ -14,6 +14,7 @@
 #include "utils/wait_event.h"
 
 #include "conn.h"
+#include "deadlock.h"
 #include "lock_int.h"
 #include "redislock.h"
 #include "registry.h"
@@ -59,6 +60,10 @@ sleep_until(TimestampTz until)
  * refresh of our place or our deadline. Subscribing before retrying is what
  * rules out a lost wake-up. Returns whether w->attempt took it; on a
  * timeout or an ERROR, w->give_up (if any) first gives back our place.
+ *
+ * A wait blocked for redislock.deadlock_timeout checks for a deadlock
+ * (deadlock.c), and again each deadlock_timeout while still blocked; until
+ * then it costs one timestamp comparison per round.
  */
 bool
 rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
@@ -68,6 +73,7 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	bool		by_lock_timeout = false;
 	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
 	volatile bool acquired = false;
+	TimestampTz check_at;
 
 	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
 		deadline = TimestampTzPlusMilliseconds(start, req->wait_ms);
@@ -77,8 +83,13 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 		by_lock_timeout = true;
 	}
 
+	check_at = rl_deadlock_wait_begin(&w->wait_for, start);
 	PG_TRY();
 	{
+		bool		again = true;
+		TimestampTz retry_at = deadline;
+		TimestampTz now;
+
 		for (;;)
 		{
 			if (redlock)
@@ -86,17 +97,29 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 			else if (!rl_sub_conn.subscribed &&
 					 !rl_route_subscribe(w->nchannels, w->channels))
 				rl_report(&rl_sub_conn, ERROR);
-			w->attempt(w->arg, a);
-			if (a->acquired)
+			if (again)
 			{
-				acquired = true;
-				break;
+				w->attempt(w->arg, a);
+				if (a->acquired)
+				{
+					acquired = true;
+					break;
+				}
+				retry_at = next_retry(a, w->fair, w->has_place, deadline);
 			}
-			if (GetCurrentTimestamp() >= deadline)
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
 				break;
+			if (now >= check_at)
+				check_at = rl_deadlock_check(&w->wait_for);
+
+			/*
+			 * Woken only because a deadlock check is due: nothing changed
+			 * that another attempt could find, so go straight to the check.
+			 */
 			if (!redlock)
-				(void) rl_wait_message(&rl_sub_conn,
-									   next_retry(a, w->fair, w->has_place, deadline));
+				again = rl_wait_message(&rl_sub_conn, Min(retry_at, check_at)) != 0 ||
+					GetCurrentTimestamp() >= retry_at;
 			else if (rl_redlock_wait_message(next_retry(a, false, false, deadline)) < 0)
 				sleep_until(next_retry(a, false, false, deadline));
 		}
@@ -107,10 +130,12 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 		rl_redlock_unsubscribe(true);
 		if (w->give_up)
 			w->give_up(w->arg);
+		rl_deadlock_wait_end();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
+	rl_deadlock_wait_end();
 	if (redlock)
 		rl_redlock_unsubscribe(false);
 	else

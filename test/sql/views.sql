@@ -41,7 +41,15 @@ SELECT state FROM redis_locks WHERE name = 'views:short';
 SELECT redis_lock_release('views:short');
 SELECT count(*) AS still_listed FROM redis_locks WHERE name = 'views:short';
 
--- Everyone may read the views; both carry comments.
+-- Everyone may read the views; all carry comments.
 SELECT c.relname, has_table_privilege('public', c.oid, 'SELECT') AS public_can_read,
        obj_description(c.oid, 'pg_class') IS NOT NULL AS commented
-FROM pg_class c WHERE c.relname IN ('redis_locks', 'redis_lock_stats') ORDER BY 1;
+FROM pg_class c WHERE c.relname IN ('redis_locks', 'redis_lock_stats', 'redis_lock_waits') ORDER BY 1;
+
+-- Nobody waits for a Redis lock here: redis_lock_waits is empty and
+-- redis_lock_blocking_pids() gives an empty array, as pg_blocking_pids does.
+SELECT count(*) AS waiting FROM redis_lock_waits;
+SELECT redis_lock_blocking_pids(pg_backend_pid()) AS blocking;
+SELECT redis_lock_blocking_pids(NULL) AS blocking_null;
+SHOW redislock.deadlock_timeout;
+SELECT rl_try('SET redislock.deadlock_timeout = -2');

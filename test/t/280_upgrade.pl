@@ -71,6 +71,10 @@ $node->safe_psql('fresh', 'CREATE EXTENSION redislock');
 my $want = catalog('fresh');
 like($want, qr/^relation redis_locks .*columns pid integer, name text, kind text, scope text/m,
 	'a fresh install has redis_locks.kind after name');
+like($want, qr/^relation redis_lock_waits .*columns pid integer, name text, kind text, wait_started timestamp with time zone, holders text\[\], holder_pids integer\[\]/m,
+	'a fresh install has the view redis_lock_waits');
+like($want, qr/^function redis_lock_blocking_pids\(integer\) returns integer\[\]/m,
+	'a fresh install has redis_lock_blocking_pids(integer)');
 
 for my $from (@released)
 {
@@ -113,6 +117,10 @@ for my $from (@released)
 	is($s->query("SELECT redis_semaphore_release('upgrade:sem:$from', 2)::text || ' ' || "
 			. "redis_semaphore_available('upgrade:sem:$from')"),
 		'true 2', "$from: ... and go back");
+	is($s->query("SELECT count(*) FROM redis_lock_waits"), 0,
+		"$from: redis_lock_waits works after the update");
+	is($s->query("SELECT redis_lock_blocking_pids(pg_backend_pid())::text"), '{}',
+		"$from: ... and redis_lock_blocking_pids");
 	is($s->query("SELECT redis_lock_release('upgrade:$from')"), 't', "$from: and is released");
 	$s->close;
 }
