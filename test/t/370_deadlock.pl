@@ -1,4 +1,4 @@
-# 350_deadlock.pl — deadlock detection across two PostgreSQL servers that
+# 370_deadlock.pl — deadlock detection across two PostgreSQL servers that
 # share one Redis (issue 14): ABBA, a 3-cycle, a cycle through a fair queue,
 # a cycle of transaction-scope locks; exactly one victim per cycle, however
 # often both ends discover it at once; no false positive under contention

@@ -1,4 +1,4 @@
-# 352_deadlock_cluster.pl — deadlock detection on a Redis Cluster: the locks
+# 372_deadlock_cluster.pl — deadlock detection on a Redis Cluster: the locks
 # of a cycle and the sessions' wait-for edges live on different masters, so
 # the walk crosses slots (issue 14). Two PostgreSQL servers share the cluster.
 use strict;
