@@ -132,10 +132,11 @@ semaphore_acquire(FunctionCallInfo fcinfo, RLScope scope)
 {
 	char	   *name = semaphore_name_arg(fcinfo, 0);
 	int32		permits = permits_arg(fcinfo, 1);
+	int64		wait_ms = rl_wait_arg(fcinfo, 2);
+	bool		taken = rl_semaphore_acquire(name, permits, scope, wait_ms);
 
-	PG_RETURN_BOOL(rl_warn_session_lock(rl_semaphore_acquire(name, permits, scope,
-															 rl_wait_arg(fcinfo, 2)),
-										scope, name, "redis_xact_semaphore_acquire"));
+	PG_RETURN_BOOL(rl_warn_session_lock(taken, scope, name,
+										"redis_xact_semaphore_acquire"));
 }
 
 Datum
@@ -199,7 +200,8 @@ permit_acquire(FunctionCallInfo fcinfo, RLScope scope)
 	char	   *id = rl_permit_acquire(name, scope, wait_ms,
 									   rl_lease_arg(fcinfo, 2));
 
-	if (!rl_warn_session_lock(id != NULL, scope, name, "redis_xact_permit_acquire"))
+	if (!rl_warn_session_lock(id != NULL, scope, name,
+							  "redis_xact_permit_acquire"))
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(id));
 }
