@@ -1,5 +1,10 @@
 -- latch.lua: a count-down latch (Redisson RCountDownLatch layout).
 -- KEYS[1]  latch <name>: a string, the count; absent when it is 0
+-- KEYS[2]  try_set and count_down: this call's record
+--          {<name>}:redislock_call:<random id>, which holds the outcome
+--          for a while so that a request sent again (after a reply lost to
+--          a broken connection or a failover) is answered, not applied
+--          twice: a second count-down would open the latch early
 -- ARGV[1]  'count': read it; 'try_set': set to ARGV[2] if absent, with the
 --          message 1 (a new count); 'count_down': decrement it, delete it
 --          at 0, with the message 0 there (as Redisson's countDown)
@@ -10,6 +15,7 @@
 --          concatenation), which a script may not publish to
 -- ARGV[4]  channel redisson_countdownlatch__channel__{<name>}: an argument,
 --          not a key, for the same reason
+-- ARGV[5]  with KEYS[2]: how long the call's record lives, ms
 -- Returns {result, message}: result is the count after the call (count,
 -- count_down) or 1/0 (try_set: set or not); message is what was (or is to
 -- be) published, -1 for none; the error "NOTA count-down latch" when the
@@ -19,8 +25,18 @@ if t ~= 'none' and (t ~= 'string' or
     not string.match(redis.call('get', KEYS[1]), '^%-?%d+$')) then
     return redis.error_reply('NOTA count-down latch')
 end
-local function announce(result, message)
-    if ARGV[3] ~= '' then
+if KEYS[2] then
+    local done = redis.call('get', KEYS[2])
+    if done then
+        local result, message = string.match(done, '^(%-?%d+),(%-?%d+)$')
+        return {tonumber(result), tonumber(message)}
+    end
+end
+local function outcome(result, message)
+    if KEYS[2] then
+        redis.call('set', KEYS[2], result .. ',' .. message, 'px', ARGV[5])
+    end
+    if message >= 0 and ARGV[3] ~= '' then
         redis.call(ARGV[3], ARGV[4], message)
     end
     return {result, message}
@@ -31,19 +47,19 @@ if op == 'count' then
 end
 if op == 'try_set' then
     if t ~= 'none' then
-        return {0, -1}
+        return outcome(0, -1)
     end
     redis.call('set', KEYS[1], ARGV[2])
-    return announce(1, 1)
+    return outcome(1, 1)
 end
 if t == 'none' then
-    return {0, -1}
+    return outcome(0, -1)
 end
 local v = redis.call('decr', KEYS[1])
 if v <= 0 then
     redis.call('del', KEYS[1])
 end
 if v == 0 then
-    return announce(0, 0)
+    return outcome(0, 0)
 end
-return {math.max(v, 0), -1}
+return outcome(math.max(v, 0), -1)

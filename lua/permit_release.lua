@@ -8,8 +8,15 @@
 -- ARGV[3]  now, epoch ms
 -- ARGV[4]  publish command
 -- Returns 1 when the permit was out and had not expired, else 0; a
--- permit that had expired is still given back to the pool (as Redisson's).
+-- permit that had expired is still given back to the pool (as Redisson's);
+-- the error "NOTA semaphore", changing nothing, when the pool key holds
+-- data of another shape.
 -- Publishes the new total, as Redisson's release does.
+local t = redis.call('type', KEYS[1]).ok
+if t ~= 'none' and (t ~= 'string' or
+    not string.match(redis.call('get', KEYS[1]), '^%-?%d+$')) then
+    return redis.error_reply('NOTA semaphore')
+end
 if redis.call('type', KEYS[2]).ok ~= 'zset' then
     return 0
 end

@@ -10,13 +10,16 @@
 -- ARGV[2]  owner id "<uuid>:<session>"
 -- ARGV[3]  the owner's permit count after this call; an absolute count
 --          makes a retry after a lost reply harmless
--- ARGV[4]  now, epoch ms, by the caller's clock (as Redisson's scripts)
--- ARGV[5]  publish command: 'publish' or 'spublish'
+-- ARGV[4]  publish command: 'publish' or 'spublish'
+-- Expiries are by the Redis server's clock: these records are ours alone,
+-- so no client's clock needs to agree with another's. An acquisition never
+-- shortens the owner's record (a shorter lease asked later, say).
 -- Returns {1, 0, fresh}: taken (fresh = 1 when the owner held none);
 --         {0, ms}: too few permits; ms until the first record expires and
 --         its permits come back, or -1; an error "NOTA semaphore" when a
 --         key holds data of another shape.
-local now = tonumber(ARGV[4])
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local function shape_ok()
     local t = redis.call('type', KEYS[1]).ok
     if t ~= 'none' and (t ~= 'string' or
@@ -40,7 +43,7 @@ local function reclaim()
         redis.call('zrem', KEYS[3], o)
     end
     if back > 0 then
-        redis.call(ARGV[5], KEYS[4], redis.call('incrby', KEYS[1], back))
+        redis.call(ARGV[4], KEYS[4], redis.call('incrby', KEYS[1], back))
     end
 end
 
@@ -53,14 +56,14 @@ local target = tonumber(ARGV[3])
 local held = tonumber(redis.call('hget', KEYS[2], owner) or 0)
 local expiry = now + tonumber(ARGV[1])
 if held >= target then
-    redis.call('zadd', KEYS[3], expiry, owner)
+    redis.call('zadd', KEYS[3], 'gt', expiry, owner)
     return {1, 0, 0}
 end
 local available = tonumber(redis.call('get', KEYS[1]) or 0)
 if available >= target - held then
     redis.call('decrby', KEYS[1], target - held)
     redis.call('hset', KEYS[2], owner, target)
-    redis.call('zadd', KEYS[3], expiry, owner)
+    redis.call('zadd', KEYS[3], 'gt', expiry, owner)
     return {1, 0, held == 0 and 1 or 0}
 end
 local first = redis.call('zrange', KEYS[3], 0, 0, 'withscores')

@@ -9,10 +9,17 @@
 --          can be repeated after a lost reply
 -- ARGV[3]  publish command: 'publish' or 'spublish'
 -- Returns the owner's permit count before the call (0: it held none, or
--- its record had expired and its permits were already given back).
+-- its record had expired and its permits were already given back); the
+-- error "NOTA semaphore", changing nothing, when the pool key holds data
+-- of another shape.
 -- Publishes the new total, as Redisson's release does.
 local owner = ARGV[1]
 local keep = tonumber(ARGV[2])
+local t = redis.call('type', KEYS[1]).ok
+if t ~= 'none' and (t ~= 'string' or
+    not string.match(redis.call('get', KEYS[1]), '^%-?%d+$')) then
+    return redis.error_reply('NOTA semaphore')
+end
 if redis.call('type', KEYS[2]).ok ~= 'hash' then
     return 0
 end

@@ -8,11 +8,12 @@
 -- KEYS[4]  channel redisson_sc:{<name>}
 -- ARGV[1]  lease of the record, ms
 -- ARGV[2]  owner id
--- ARGV[3]  now, epoch ms
--- ARGV[4]  publish command
+-- ARGV[3]  publish command
+-- Expiries are by the Redis server's clock (see sem_acquire.lua).
 -- Returns 1 when renewed, 0 when the owner holds no permits any more (its
 -- record expired and its permits went back: they are lost).
-local now = tonumber(ARGV[3])
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if redis.call('type', KEYS[2]).ok ~= 'hash' or
     redis.call('type', KEYS[3]).ok ~= 'zset' then
     return 0
@@ -25,7 +26,7 @@ for _, o in ipairs(expired) do
     redis.call('zrem', KEYS[3], o)
 end
 if back > 0 then
-    redis.call(ARGV[4], KEYS[4], redis.call('incrby', KEYS[1], back))
+    redis.call(ARGV[3], KEYS[4], redis.call('incrby', KEYS[1], back))
 end
 if redis.call('hexists', KEYS[2], ARGV[2]) == 0 then
     return 0

@@ -303,6 +303,33 @@ rl_token_ttl_arg(int64 lease_ms)
 	return rl_int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
 }
 
+/*
+ * The record of one call that must not be applied twice (a latch's
+ * count-down, a pool's addition), in the name's hash slot: the script
+ * stores its outcome there, so a request that the connection layer sends
+ * again after a lost reply is answered from it. It must outlive every
+ * resend of the request, all made before the call's own deadline.
+ */
+char *
+rl_call_key(const char *name)
+{
+	uint8		raw[16];
+	char		hex[33];
+
+	if (!pg_strong_random(raw, sizeof(raw)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random call id")));
+	hex[hex_encode((char *) raw, sizeof(raw), hex)] = '\0';
+	return rl_suffixed_key(name, psprintf("redislock_call:%s", hex));
+}
+
+char *
+rl_call_ttl_arg(void)
+{
+	return rl_int64_arg(2 * ((int64) rl_connect_timeout + rl_command_timeout) + 1000);
+}
+
 /* The epoch ms now, by this server's clock, as Redisson's scripts take it. */
 int64
 rl_now_ms(void)

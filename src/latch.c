@@ -85,6 +85,13 @@ run_latch(const char *name, const char *op, int64 count)
 	e.args[1] = rl_int64_arg(count);
 	e.args[2] = apart ? "" : rl_publish_command();
 	e.args[3] = keys[1];
+	if (strcmp(op, "count") != 0)
+	{
+		e.nkeys = 2;
+		e.keys[1] = rl_call_key(name);
+		e.nargs = 5;
+		e.args[4] = rl_call_ttl_arg();
+	}
 	r = rl_eval_one(&e, RL_OP_LATCH, name, NULL);
 	rl_expect_reply(is_array_of(r, 2, REDIS_REPLY_INTEGER), RL_OP_LATCH, name);
 	if (apart && r->element[1]->integer >= 0)

@@ -603,8 +603,10 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 			ereport(WARNING,
 					(errmsg("%s \"%s\" had been lost and was acquired again",
 							rl_primitive(ll->kind)->noun, ll->name),
+					 a->token > 0 ?
 					 errdetail("Its lease ran out or it was force-released while this session held it; the new fencing token is " INT64_FORMAT ".",
-							   a->token)));
+							   a->token) :
+					 errdetail("Its lease ran out or it was taken away while this session held it.")));
 		ll->token = a->token;
 		ll->acquired_at = GetCurrentTimestamp();
 		ll->watchdog = false;
@@ -633,13 +635,13 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
  * With redislock.sync_replicas = N, an acquisition counts only once N
  * replicas have it: otherwise a failover could hand the lock to another
  * client. a->wait is the WAIT sent with the acquisition that succeeded. If
- * the replicas did not confirm in time, the hold is given back.
+ * the replicas did not confirm in time, Redis is trimmed back to keep, the
+ * holds the session had before (a semaphore acquisition takes several).
  */
 static void
-confirm_on_replicas(LocalLock *ll, int32 target, const Attempt *a)
+confirm_on_replicas(LocalLock *ll, int32 keep, const Attempt *a)
 {
 	const RLReply *r = a->wait;
-	int32		keep = target - 1;
 	int64		before;
 	bool		given_back;
 
@@ -671,7 +673,7 @@ rl_take_hold(LocalLock *ll, const RLAcquireRequest *req, int32 target,
 		(req->wait_ms == 0 || !wait_for_lock(ll, req, lease_ms, target, a)))
 		return false;
 	if (rl_sync_replicas > 0 && rl_mode() != RL_MODE_REDLOCK)
-		confirm_on_replicas(ll, target, a);
+		confirm_on_replicas(ll, target - req->count, a);
 	return true;
 }
 

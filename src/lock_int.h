@@ -167,6 +167,8 @@ extern const char *rl_hold_owner(const LocalLock *ll);
 extern void rl_verify_hexists(RLCommand *cmd, const char *key,
 							  const char *field);
 extern bool rl_verified_int(const RLReply *r);
+extern char *rl_call_key(const char *name);
+extern char *rl_call_ttl_arg(void);
 extern int64 rl_now_ms(void);
 extern char *rl_now_ms_arg(void);
 extern void rl_forget_if_unused(LocalLock *ll);

@@ -63,12 +63,11 @@ sem_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 {
 	e->script = &rl_script_sem_acquire;
 	sem_keys(e, ll->name);
-	e->nargs = 5;
+	e->nargs = 4;
 	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = rl_owner_id();
 	e->args[2] = rl_int64_arg(target);
-	e->args[3] = rl_now_ms_arg();
-	e->args[4] = rl_publish_command();
+	e->args[3] = rl_publish_command();
 }
 
 /* A trim of owner's permits to keep; what goes back is published. */
@@ -93,11 +92,10 @@ sem_renew_eval(RLEval *e, const char *name, const char *owner,
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_sem_renew;
 	sem_keys(e, name);
-	e->nargs = 4;
+	e->nargs = 3;
 	e->args[0] = rl_int64_arg(lease_ms > 0 ? lease_ms : rl_watchdog_timeout);
 	e->args[1] = owner;
-	e->args[2] = rl_now_ms_arg();
-	e->args[3] = rl_publish_command();
+	e->args[2] = rl_publish_command();
 }
 
 static void
@@ -229,15 +227,17 @@ rl_semaphore_set(const char *name, bool expiring, const char *op, int32 permits)
 
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_sem_set;
-	e.nkeys = expiring ? 3 : 2;
+	e.nkeys = expiring ? 4 : 3;
 	e.keys[0] = name;
 	e.keys[1] = sem_channel_key(name);
+	e.keys[2] = rl_call_key(name);
 	if (expiring)
-		e.keys[2] = permits_timeout_key(name);
-	e.nargs = 3;
+		e.keys[3] = permits_timeout_key(name);
+	e.nargs = 4;
 	e.args[0] = op;
 	e.args[1] = rl_int64_arg(permits);
 	e.args[2] = rl_publish_command();
+	e.args[3] = rl_call_ttl_arg();
 	return run_pool_script(&e, name) == 1;
 }
 
@@ -252,15 +252,17 @@ rl_semaphore_available(const char *name, bool expiring)
 	{
 		e.script = &rl_script_permit_available;
 		permit_keys(&e, name);
+		e.nargs = 2;
+		e.args[0] = rl_now_ms_arg();
+		e.args[1] = rl_publish_command();
 	}
 	else
 	{
 		e.script = &rl_script_sem_available;
 		sem_keys(&e, name);
+		e.nargs = 1;
+		e.args[0] = rl_publish_command();
 	}
-	e.nargs = 2;
-	e.args[0] = rl_now_ms_arg();
-	e.args[1] = rl_publish_command();
 	return run_pool_script(&e, name);
 }
 

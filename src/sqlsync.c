@@ -31,6 +31,9 @@ PG_FUNCTION_INFO_V1(redis_latch_count_down);
 PG_FUNCTION_INFO_V1(redis_latch_count);
 PG_FUNCTION_INFO_V1(redis_latch_await);
 
+/* 2^53 - 1: Lua numbers are doubles, exact only up to there */
+#define LATCH_COUNT_MAX INT64CONST(9007199254740991)
+
 #define semaphore_name_arg(fcinfo, argno) rl_object_name_arg((fcinfo), (argno), "semaphore")
 #define latch_name_arg(fcinfo, argno) rl_object_name_arg((fcinfo), (argno), "latch")
 
@@ -239,6 +242,11 @@ redis_latch_try_set_count(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("count must be greater than zero"),
 				 errhint("A latch whose count is zero is open: it needs no key in Redis.")));
+	if (count > LATCH_COUNT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("count must be at most " INT64_FORMAT, LATCH_COUNT_MAX),
+				 errdetail("Redis scripts count in double precision, exact only up to that.")));
 	PG_RETURN_BOOL(rl_latch_try_set(name, count));
 }
 

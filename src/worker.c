@@ -408,9 +408,14 @@ run_cycle(void)
 			rl_registry_orphan(copies[i].index, s->generation);
 			s->state = RL_SLOT_ORPHANED;
 		}
+		/*
+		 * A lock's lease ends in Redis by itself; a semaphore's permits go
+		 * back only when a script finds its record expired, which may not
+		 * happen for long (Redisson's scripts never look): keep releasing.
+		 */
 		if (s->state == RL_SLOT_ORPHANED)
 		{
-			if (lease_end <= now)
+			if (lease_end <= now && s->kind != RL_KIND_SEMAPHORE)
 				rl_registry_free(copies[i].index, s->generation);
 			else
 				orphans[norphans++] = &copies[i];
