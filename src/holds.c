@@ -223,6 +223,7 @@ rl_local_get(const char *name, RLKind kind, const char *id, int64 lease_ms)
 	ll = hash_search(rl_local_locks, &key, HASH_ENTER, NULL);
 	ll->session_holds = 0;
 	ll->xact_holds = 0;
+	ll->redis_holds = 0;
 	ll->dirty = false;
 	ll->queued = false;
 	ll->releasing = false;

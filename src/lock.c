@@ -209,6 +209,7 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 			continue;
 		}
 		before[i] = replies[i]->integer;
+		locks[i]->redis_holds = (int32) Min(before[i], keep[i]);
 	}
 	return true;
 }
@@ -627,6 +628,7 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 		rl_add_xact_hold(ll, req->count);
 	else
 		ll->session_holds += req->count;
+	ll->redis_holds = total_holds(ll);
 	rl_publish(ll, a->fresh, true);
 	rl_stat_add(a->fresh ? RL_STAT_ACQUIRES : RL_STAT_REENTRIES, 1);
 }
@@ -677,6 +679,26 @@ rl_take_hold(LocalLock *ll, const RLAcquireRequest *req, int32 target,
 	return true;
 }
 
+/*
+ * Whether the session may count one more hold of, or give one back to, an
+ * exclusive lock it holds without asking Redis: only session-scope holds in
+ * watchdog mode, where a round trip would change nothing Redis keeps (the
+ * watchdog sets the lease; the hash count is ours alone), and only while
+ * Redis is known to have our hold (nothing unsettled, not marked lost).
+ * A release is quiet only while Redis counts no more holds than remain
+ * (redis_holds), so Redis never counts more holds than the session has:
+ * it counts the holds that went to Redis, normally just the first, which
+ * the last release gives back. A fixed lease goes to Redis, as in Redisson
+ * each acquisition and release sets the lease again.
+ */
+static bool
+held_quietly(const LocalLock *ll)
+{
+	return ll->kind == RL_KIND_LOCK && ll->watchdog && ll->session_holds > 0 &&
+		!ll->dirty && !ll->queued && !ll->releasing && !ll->unsettled &&
+		!rl_registry_is_lost(ll->slot);
+}
+
 /* Takes or waits for the lock of entry ll; returns whether it was taken. */
 static bool
 take(LocalLock *ll, const RLAcquireRequest *req)
@@ -685,6 +707,13 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
 	int32		target = total_holds(ll) + req->count;
 
+	if (req->scope == RL_SCOPE_SESSION && req->lease_ms == 0 && held_quietly(ll))
+	{
+		ll->session_holds += req->count;
+		rl_publish(ll, false, false);
+		rl_stat_add(RL_STAT_REENTRIES, 1);
+		return true;
+	}
 	if (total_holds(ll) > 0 && lease_ms > ll->lease_ms)
 		rl_registry_attempt(ll->slot, lease_ms);
 	if (!rl_take_hold(ll, req, target, &a))
@@ -802,6 +831,13 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	}
 	rl_settle(false);
 	keep = total_holds(ll) - n;
+	if (keep > 0 && keep >= ll->redis_holds && held_quietly(ll))
+	{
+		ll->session_holds -= n;
+		rl_stat_add(RL_STAT_RELEASES, 1);
+		rl_publish(ll, false, false);
+		return true;
+	}
 
 	/*
 	 * Until the reply is in, Redis may or may not have applied the release.

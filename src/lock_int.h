@@ -35,6 +35,8 @@ typedef struct LocalLock
 											 * zeros */
 	int32		session_holds;
 	int32		xact_holds;
+	int32		redis_holds;	/* what Redis counts for us, at most: less
+								 * than our holds after a local re-entry */
 	bool		dirty;			/* Redis may hold more than we count */
 	bool		queued;			/* we may still stand in its fair queue */
 	bool		releasing;		/* a release of one hold may or may not have
