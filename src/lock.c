@@ -684,7 +684,9 @@ rl_take_hold(LocalLock *ll, const RLAcquireRequest *req, int32 target,
  * exclusive lock it holds without asking Redis: only session-scope holds in
  * watchdog mode, where a round trip would change nothing Redis keeps (the
  * watchdog sets the lease; the hash count is ours alone), and only while
- * Redis is known to have our hold (nothing unsettled, not marked lost).
+ * Redis is known to have our hold: nothing unsettled, not marked lost, and
+ * the lease not run out since Redis last got it in full (a renewal that is
+ * stuck or late may not have been marked lost yet).
  * A release is quiet only while Redis counts no more holds than remain
  * (redis_holds), so Redis never counts more holds than the session has:
  * it counts the holds that went to Redis, normally just the first, which
@@ -696,7 +698,7 @@ held_quietly(const LocalLock *ll)
 {
 	return ll->kind == RL_KIND_LOCK && ll->watchdog && ll->session_holds > 0 &&
 		!ll->dirty && !ll->queued && !ll->releasing && !ll->unsettled &&
-		!rl_registry_is_lost(ll->slot);
+		rl_registry_lease_alive(ll->slot);
 }
 
 /* Takes or waits for the lock of entry ll; returns whether it was taken. */

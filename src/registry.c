@@ -395,6 +395,27 @@ rl_registry_wake_worker(void)
 	}
 }
 
+/*
+ * Whether the hold of slot index is surely still in Redis as far as this
+ * server knows: not marked lost, and its lease, counted from the last time
+ * Redis got it in full, not run out (a renewal may be stuck).
+ */
+bool
+rl_registry_lease_alive(int index)
+{
+	bool		alive;
+	RLSlot	   *s;
+
+	if (index < 0)
+		return false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	s = &shared->slots[index];
+	alive = s->state == RL_SLOT_HELD &&
+		TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms) > GetCurrentTimestamp();
+	LWLockRelease(shared->lock);
+	return alive;
+}
+
 bool
 rl_registry_is_lost(int index)
 {

@@ -131,6 +131,7 @@ extern void rl_registry_free(int index, uint32 generation);
 extern void rl_registry_orphan(int index, uint32 generation);
 extern void rl_registry_wake_worker(void);
 extern bool rl_registry_is_lost(int index);
+extern bool rl_registry_lease_alive(int index);
 extern void rl_registry_releasing(int index, uint32 generation, bool releasing);
 extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
 extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,
