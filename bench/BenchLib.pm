@@ -274,6 +274,63 @@ sub mean
 	return $s / @v;
 }
 
+# Pairs of calls measured in one session: bench_loop(kind, n) for each kind,
+# $rounds rounds alternating, after a warm-up that loads the scripts.
+# Returns {kind} = [ {us, cpu, rcpu, evalsha, all} per round ]: wall µs,
+# backend and Redis CPU µs, EVALSHAs and all Redis commands, per pair.
+sub pair_rounds
+{
+	my ($s, $redis, $kinds, $n, $rounds) = @_;
+	my $pid = $s->pid;
+	my %r;
+
+	$s->query("SELECT bench_loop('$_', 200)") for @$kinds;
+	for my $round (1 .. $rounds)
+	{
+		for my $kind (@$kinds)
+		{
+			my ($c0, $r0, $k0) = (cpu_ns($pid), redis_cpu($redis), commandstats($redis));
+			my $us = $s->query("SELECT bench_loop('$kind', $n)");
+			my ($c1, $r1, $k1) = (cpu_ns($pid), redis_cpu($redis), commandstats($redis));
+			my $d = commandstats_delta($k0, $k1);
+			my $all = 0;
+			$all += $_ for values %$d;
+			push @{ $r{$kind} }, { us => $us, cpu => ($c1 - $c0) / 1e3 / $n,
+				rcpu => ($r1 - $r0) * 1e6 / $n, evalsha => ($d->{evalsha} // 0) / $n, all => $all / $n };
+			progress("round %d %-6s %.1f us/pair", $round, $kind, $us);
+		}
+	}
+	return \%r;
+}
+
+# The table of pair_rounds' results (see pair_columns), medians with each
+# round's value and the ratio to the $anchor kind's pair of the same round;
+# returns (rows, {kind} = medians and ratio).
+sub pair_rows
+{
+	my ($r, $kinds, $label, $anchor) = @_;
+	my (@rows, %med);
+
+	for my $kind (@$kinds)
+	{
+		my $l = $r->{$kind};
+		my %m = map { my $f = $_; $f => median(map { $_->{$f} } @$l) } qw(us cpu rcpu evalsha all);
+		$m{ratio} = median(map { $l->[$_]{us} / $r->{$anchor}[$_]{us} } 0 .. $#$l);
+		$med{$kind} = \%m;
+		push @rows, [ $label->{$kind}, sprintf('%.1f', $m{us}), join(' / ', map { sprintf('%.1f', $_->{us}) } @$l),
+			sprintf('%.2f×', $m{ratio}), sprintf('%.1f', $m{cpu}), sprintf('%.1f', $m{rcpu}),
+			sprintf('%.2f', $m{evalsha}), sprintf('%.1f', $m{all}) ];
+	}
+	return (\@rows, \%med);
+}
+
+sub pair_columns
+{
+	my ($anchor) = @_;
+	return ['pair', 'µs per pair (median)', 'each round', "vs $anchor", 'backend CPU µs', 'Redis CPU µs',
+		'EVALSHA per pair', 'Redis commands per pair'];
+}
+
 # Markdown table from a header array ref and row array refs.
 sub table
 {

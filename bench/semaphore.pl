@@ -51,41 +51,13 @@ END $$;
 SELECT redis_semaphore_try_set_permits('b:sem', 1), redis_permit_try_set_permits('b:permit', 1);
 SQL
 my $s = RedisLockTest::Session->new($node);
-my $pid = $s->pid;
 my @kinds = qw(lock semaphore permit latch);
-$s->query("SELECT bench_loop('$_', 200)") for @kinds;    # warm up: scripts loaded
-
-my %r;    # {kind} = [ {us, cpu, rcpu, calls} ... ]
-for my $round (1 .. $rounds)
-{
-	for my $kind (@kinds)
-	{
-		my ($c0, $r0, $k0) = (BenchLib::cpu_ns($pid), BenchLib::redis_cpu($redis), BenchLib::commandstats($redis));
-		my $us = $s->query("SELECT bench_loop('$kind', $n)");
-		my ($c1, $r1, $k1) = (BenchLib::cpu_ns($pid), BenchLib::redis_cpu($redis), BenchLib::commandstats($redis));
-		my $d = BenchLib::commandstats_delta($k0, $k1);
-		my $all = 0;
-		$all += $_ for values %$d;
-		push @{ $r{$kind} }, { us => $us, cpu => ($c1 - $c0) / 1e3 / $n,
-			rcpu => ($r1 - $r0) * 1e6 / $n, evalsha => ($d->{evalsha} // 0) / $n, all => $all / $n };
-		BenchLib::progress("round %d %-6s %.1f us/pair", $round, $kind, $us);
-	}
-}
-
+my $r = BenchLib::pair_rounds($s, $redis, \@kinds, $n, $rounds);
 my %label = (lock => 'exclusive lock (anchor)', semaphore => 'semaphore, 1 permit',
 	permit => 'expiring permit', latch => 'latch set + count down');
-my (@rows, %med);
-for my $kind (@kinds)
-{
-	my $l = $r{$kind};
-	my %m = map { my $f = $_; $f => BenchLib::median(map { $_->{$f} } @$l) } qw(us cpu rcpu evalsha all);
-	my @ratio = map { $r{$kind}[$_]{us} / $r{lock}[$_]{us} } 0 .. $#$l;
-	$m{ratio} = BenchLib::median(@ratio);
-	$med{$kind} = \%m;
-	push @rows, [ $label{$kind}, sprintf('%.1f', $m{us}), join(' / ', map { sprintf('%.1f', $_->{us}) } @$l),
-		sprintf('%.2f×', $m{ratio}), sprintf('%.1f', $m{cpu}), sprintf('%.1f', $m{rcpu}),
-		sprintf('%.2f', $m{evalsha}), sprintf('%.1f', $m{all}) ];
-}
+my ($rows, $med) = BenchLib::pair_rows($r, \@kinds, \%label, 'lock');
+my @rows = @$rows;
+my %med = %$med;
 
 open my $fh, '>', $out or die;
 print $fh <<"MD";
@@ -101,7 +73,7 @@ value. The ratio is against the exclusive-lock pair of the same round (median
 of the per-round ratios). "Redis commands" counts the commands the scripts
 run inside Redis as well.
 
-@{[ BenchLib::table(['pair', 'µs per pair (median)', 'each round', 'vs lock', 'backend CPU µs', 'Redis CPU µs', 'EVALSHA per pair', 'Redis commands per pair'], @rows) ]}
+@{[ BenchLib::table(BenchLib::pair_columns('lock'), @rows) ]}
 A semaphore pair costs @{[ sprintf('%.2f', $med{semaphore}{ratio}) ]}× an exclusive pair and an expiring-permit pair
 @{[ sprintf('%.2f', $med{permit}{ratio}) ]}×: one round trip each way, like the exclusive lock. The
 semaphore scripts also keep the per-owner record that gives permits back

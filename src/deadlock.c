@@ -629,6 +629,19 @@ rl_deadlock_check(const RLWaitFor *wf)
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), check_interval_ms());
 }
 
+static bool
+delete_edge(void *arg)
+{
+	Request		r;
+	RLReply    *reply;
+
+	memset(&r, 0, sizeof(r));
+	r.key = edge_key(rl_owner_id());
+	add_arg(&r, "DEL");
+	add_arg(&r, r.key);
+	return run_requests(1, &r, &reply);
+}
+
 /*
  * The wait ended, whichever way: our edge goes (if the wait published
  * one), quietly and within CLEANUP_MS, since this may run on the way out
@@ -637,10 +650,6 @@ rl_deadlock_check(const RLWaitFor *wf)
 void
 rl_deadlock_wait_end(void)
 {
-	MemoryContext old;
-	Request		r;
-	RLReply    *reply;
-
 	if (!waiting)
 		return;
 	waiting = false;
@@ -650,25 +659,7 @@ rl_deadlock_wait_end(void)
 	edge_published = false;
 	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
 		return;
-	old = MemoryContextSwitchTo(rl_cleanup_context);
-	HOLD_INTERRUPTS();
-	rl_limit_waits(CLEANUP_MS);
-	PG_TRY();
-	{
-		memset(&r, 0, sizeof(r));
-		r.key = edge_key(rl_owner_id());
-		add_arg(&r, "DEL");
-		add_arg(&r, r.key);
-		(void) run_requests(1, &r, &reply);
-	}
-	PG_FINALLY();
-	{
-		rl_limit_waits(0);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(rl_cleanup_context);
-	RESUME_INTERRUPTS();
+	(void) rl_quietly(delete_edge, NULL);
 }
 
 /*

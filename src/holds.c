@@ -166,6 +166,13 @@ rl_kind_noun(uint8 kind)
 	return rl_primitive((RLKind) kind)->noun;
 }
 
+/* See RLPrimitive.outlives_lease. */
+bool
+rl_kind_outlives_lease(uint8 kind)
+{
+	return rl_primitive((RLKind) kind)->outlives_lease;
+}
+
 /*
  * One name is either an exclusive lock or a read-write lock in Redis (the
  * layouts differ): a session that holds it as one cannot take it as the
@@ -314,15 +321,22 @@ rl_token_ttl_arg(int64 lease_ms)
 char *
 rl_call_key(const char *name)
 {
-	uint8		raw[16];
-	char		hex[33];
+	return rl_suffixed_key(name, psprintf("redislock_call:%s", rl_random_id()));
+}
+
+/* 16 random bytes as 32 hex digits: a permit id (as Redisson's), a call id. */
+char *
+rl_random_id(void)
+{
+	uint8		raw[RL_PERMIT_ID_BYTES];
+	char	   *hex = palloc(RL_PERMIT_ID_HEX + 1);
 
 	if (!pg_strong_random(raw, sizeof(raw)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random call id")));
+				 errmsg("could not generate a random id")));
 	hex[hex_encode((char *) raw, sizeof(raw), hex)] = '\0';
-	return rl_suffixed_key(name, psprintf("redislock_call:%s", hex));
+	return hex;
 }
 
 char *

@@ -492,11 +492,12 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 }
 
 /*
- * rl_trim_in_redis() from a path that gives up or unwinds an ERROR: Redis
- * gets CLEANUP_MS at most, interrupts wait, and a failure is only logged.
+ * Runs step(arg) from a path that gives up or unwinds an ERROR: Redis gets
+ * CLEANUP_MS at most, interrupts wait, what it allocates goes with the
+ * cleanup context, and a failure is the step's to log. Returns its result.
  */
 bool
-rl_trim_quietly(int n, LocalLock **locks, const int32 *keep, int64 *before)
+rl_quietly(bool (*step) (void *arg), void *arg)
 {
 	MemoryContext old = MemoryContextSwitchTo(rl_cleanup_context);
 	volatile bool done = false;
@@ -505,7 +506,7 @@ rl_trim_quietly(int n, LocalLock **locks, const int32 *keep, int64 *before)
 	rl_limit_waits(CLEANUP_MS);
 	PG_TRY();
 	{
-		done = rl_trim_in_redis(n, locks, keep, before, true);
+		done = step(arg);
 	}
 	PG_FINALLY();
 	{
@@ -516,6 +517,31 @@ rl_trim_quietly(int n, LocalLock **locks, const int32 *keep, int64 *before)
 	MemoryContextReset(rl_cleanup_context);
 	RESUME_INTERRUPTS();
 	return done;
+}
+
+typedef struct Trim
+{
+	int			n;
+	LocalLock **locks;
+	const int32 *keep;
+	int64	   *before;
+} Trim;
+
+static bool
+trim_step(void *arg)
+{
+	Trim	   *t = arg;
+
+	return rl_trim_in_redis(t->n, t->locks, t->keep, t->before, true);
+}
+
+/* rl_trim_in_redis() quietly (see rl_quietly); a failure is only logged. */
+bool
+rl_trim_quietly(int n, LocalLock **locks, const int32 *keep, int64 *before)
+{
+	Trim		t = {n, locks, keep, before};
+
+	return rl_quietly(trim_step, &t);
 }
 
 /*

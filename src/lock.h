@@ -77,5 +77,6 @@ extern void rl_lock_status(const char *name, RLStatus *status);
 extern int	rl_lock_node_status(const char *name, RLNodeStatus **nodes);
 extern const char *rl_owner_id(void);
 extern const char *rl_kind_noun(uint8 kind);
+extern bool rl_kind_outlives_lease(uint8 kind);
 
 #endif							/* REDISLOCK_LOCK_H */

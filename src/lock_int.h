@@ -138,6 +138,9 @@ typedef struct RLPrimitive
 	const char *plural;			/* "Redis locks" */
 	const char *no_redlock;		/* why it does not work with Redlock, or NULL */
 	bool		waiter_place;	/* every waiter keeps a place */
+	bool		outlives_lease; /* a dead owner's hold stays in Redis after
+								 * its lease until redislock gives it back
+								 * (nothing else frees it) */
 	void		(*acquire) (RLEval *e, LocalLock *ll, int64 lease_ms,
 							int32 target, bool fair, bool enqueue);
 	void		(*release) (RLEval *e, const char *name, const char *owner,
@@ -170,6 +173,7 @@ extern void rl_verify_hexists(RLCommand *cmd, const char *key,
 							  const char *field);
 extern bool rl_verified_int(const RLReply *r);
 extern char *rl_call_key(const char *name);
+extern char *rl_random_id(void);
 extern char *rl_call_ttl_arg(void);
 extern int64 rl_now_ms(void);
 extern char *rl_now_ms_arg(void);
@@ -185,6 +189,7 @@ extern void rl_expect_reply(bool ok, RLOp op, const char *name);
 /* lock.c: the engine's Redis side */
 extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
 							 int64 *before, bool quiet);
+extern bool rl_quietly(bool (*step) (void *arg), void *arg);
 extern bool rl_trim_quietly(int n, LocalLock **locks, const int32 *keep,
 							int64 *before);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);

@@ -180,6 +180,7 @@ const RLPrimitive rl_semaphore_primitive = {
 	.plural = "Redis semaphores",
 	.no_redlock = "Redisson has no Redlock semaphore, and a pool counted on each master on its own does not bound the holders.",
 	.waiter_place = false,
+	.outlives_lease = true,
 	.acquire = sem_acquire_eval,
 	.release = sem_release_eval,
 	.renew = sem_renew_eval,
@@ -306,15 +307,9 @@ char *
 rl_permit_acquire(const char *name, RLScope scope, int64 wait_ms,
 				  int64 lease_ms)
 {
-	uint8		raw[RL_PERMIT_ID_BYTES];
-	char	   *id = palloc(RL_PERMIT_ID_HEX + 1);
+	char	   *id = rl_random_id();
 	RLAcquireRequest req;
 
-	if (!pg_strong_random(raw, sizeof(raw)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random permit id")));
-	id[hex_encode((char *) raw, sizeof(raw), id)] = '\0';
 	req.kind = RL_KIND_PERMIT;
 	req.name = name;
 	req.scope = scope;

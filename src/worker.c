@@ -409,13 +409,12 @@ run_cycle(void)
 			s->state = RL_SLOT_ORPHANED;
 		}
 		/*
-		 * A lock's lease ends in Redis by itself; a semaphore's permits go
-		 * back only when a script finds its record expired, which may not
-		 * happen for long (Redisson's scripts never look): keep releasing.
+		 * A hold whose lease ends in Redis by itself is left to it; one that
+		 * outlives its lease (a semaphore's permits) is released until done.
 		 */
 		if (s->state == RL_SLOT_ORPHANED)
 		{
-			if (lease_end <= now && s->kind != RL_KIND_SEMAPHORE)
+			if (lease_end <= now && !rl_kind_outlives_lease(s->kind))
 				rl_registry_free(copies[i].index, s->generation);
 			else
 				orphans[norphans++] = &copies[i];
