@@ -18,6 +18,7 @@ OBJS = \
 	src/fanout.o \
 	src/holds.o \
 	src/latch.o \
+	src/listener.o \
 	src/lock.o \
 	src/multilock.o \
 	src/pipeline.o \
@@ -38,6 +39,7 @@ OBJS = \
 	src/tls.o \
 	src/transport.o \
 	src/views.o \
+	src/wakeup.o \
 	src/wait.o \
 	src/worker.o \
 	src/xact.o

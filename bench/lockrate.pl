@@ -58,8 +58,14 @@ my %scripts = (
 		"SELECT redis_lock_acquire($name, '0');\nSELECT redis_lock_release($name);\n"),
 	lease => BenchLib::script_file($tmp, 'lease',
 		"SELECT redis_lock_acquire($name, '0', '30 s');\nSELECT redis_lock_release($name);\n"),
+	# a re-entry of a lock the session holds: the connection's first
+	# transaction takes the base hold (and marks it taken), as in reentry.pl
+	reentry => BenchLib::script_file($tmp, 'reentry',
+		"SELECT CASE WHEN current_setting('bench.held', true) = '1' THEN redis_lock_acquire($name, '0') "
+		  . "ELSE redis_lock_acquire($name, '0') AND set_config('bench.held', '1', false) = '1' "
+		  . "AND redis_lock_acquire($name, '0') END;\nSELECT redis_lock_release($name);\n"),
 );
-my @kinds = qw(noop advisory watchdog lease);
+my @kinds = qw(noop advisory watchdog lease reentry);
 
 sub stats
 {
@@ -211,7 +217,7 @@ for my $c (@clients)
 my @stmt_rows;
 for my $c (@clients)
 {
-	for my $k (qw(watchdog lease advisory noop))
+	for my $k (qw(watchdog lease reentry advisory noop))
 	{
 		my @s = @{ $res{$k}{$c}{stmt} };
 		push @stmt_rows, [ $c, $k, map { sprintf('%.3f', $_->[0]) } @s[0, 1] ];
@@ -223,8 +229,9 @@ my $dat = "$tmp/lockrate.dat";
 open my $dfh, '>', $dat or die;
 for my $c (@clients)
 {
-	print $dfh join(' ', $c, (map { $res{$_}{$c}{lat_ms} } @kinds), $limit->($c),
-		(map { $res{$_}{$c}{tps} } @kinds)), "\n";
+	my @four = qw(noop advisory watchdog lease);
+	print $dfh join(' ', $c, (map { $res{$_}{$c}{lat_ms} } @four), $limit->($c),
+		(map { $res{$_}{$c}{tps} } @four), $res{reentry}{$c}{lat_ms}, $res{reentry}{$c}{tps}), "\n";
 }
 close $dfh;
 my $png = "$dir/lockrate.png";
@@ -242,12 +249,14 @@ set ylabel 'latency per lock + unlock (ms)'
 set title 'latency'
 plot '$dat' u 1:4 w lp lw 2 t 'redislock, watchdog', '' u 1:5 w lp lw 2 t 'redislock, 30 s lease', \\
      '' u 1:6 w lp dt 2 lw 2 t 'physical limit (no-op SQL + 2 EVALSHA)', \\
-     '' u 1:3 w lp t 'pg\\_advisory\\_lock', '' u 1:2 w lp t 'two no-op SELECTs'
+     '' u 1:3 w lp t 'pg\\_advisory\\_lock', '' u 1:2 w lp t 'two no-op SELECTs', \\
+     '' u 1:11 w lp t 'redislock, re-entrant pair'
 set ylabel 'lock + unlock pairs per second'
 set title 'throughput'
 set key top left
 plot '$dat' u 1:9 w lp lw 2 t 'redislock, watchdog', '' u 1:10 w lp lw 2 t 'redislock, 30 s lease', \\
-     '' u 1:8 w lp t 'pg\\_advisory\\_lock', '' u 1:7 w lp t 'two no-op SELECTs'
+     '' u 1:8 w lp t 'pg\\_advisory\\_lock', '' u 1:7 w lp t 'two no-op SELECTs', \\
+     '' u 1:12 w lp t 'redislock, re-entrant pair'
 unset multiplot
 GP
 
@@ -273,6 +282,7 @@ transaction = two statements, each client on its own lock name
 |---|---|
 | watchdog | `SELECT redis_lock_acquire(name, '0'); SELECT redis_lock_release(name);` (lease NULL) |
 | lease | `SELECT redis_lock_acquire(name, '0', '30 s'); SELECT redis_lock_release(name);` |
+| re-entrant | the watchdog pair on a name the session already holds (its first transaction takes the base hold): served in the session |
 | advisory | `SELECT pg_advisory_lock(:client_id); SELECT pg_advisory_unlock(:client_id);` |
 | no-op | `SELECT name; SELECT name;` |
 
@@ -289,10 +299,10 @@ same number of clients. **Overhead** = our latency / physical limit.
 
 Latency per transaction (ms; pgbench "latency average", redis-benchmark "avg_latency_ms"):
 
-@{[ BenchLib::table(['clients', 'no-op', 'advisory', 'redislock watchdog', 'redislock lease', 'EVALSHA acquire', 'EVALSHA release', 'physical limit'], @lat_rows) ]}
+@{[ BenchLib::table(['clients', 'no-op', 'advisory', 'redislock watchdog', 'redislock lease', 'redislock re-entrant', 'EVALSHA acquire', 'EVALSHA release', 'physical limit'], @lat_rows) ]}
 Throughput (transactions = lock + unlock pairs per second; redis-benchmark: calls per second):
 
-@{[ BenchLib::table(['clients', 'no-op', 'advisory', 'redislock watchdog', 'redislock lease', 'EVALSHA acquire /s', 'EVALSHA release /s'], @tps_rows) ]}
+@{[ BenchLib::table(['clients', 'no-op', 'advisory', 'redislock watchdog', 'redislock lease', 'redislock re-entrant', 'EVALSHA acquire /s', 'EVALSHA release /s'], @tps_rows) ]}
 Ratios (overhead over the physical limit; throughput relative to
 `pg_advisory_lock`), Redis CPU per pair (µs, from INFO cpu over the run), and the check that
 every transaction took and released its lock (transactions / acquires / releases / Redis errors from `redis_lock_stats`):
@@ -303,6 +313,8 @@ Per-statement latency (ms, pgbench -r):
 @{[ BenchLib::table(['clients', 'script', 'first statement (acquire)', 'second statement (release)'], @stmt_rows) ]}
 @{[ $have_png ? "![latency and throughput vs clients](lockrate.png)\n" : "(gnuplot did not produce a chart)\n" ]}
 **Target: overhead over the physical limit ≤ 1.15× at 1 client — $verdict** (watchdog @{[ sprintf('%.2f', $r1) ]}×, lease @{[ sprintf('%.2f', $r1l) ]}×).
+
+**Target: a re-entrant pair ≤ 1.2× a no-op SQL pair at 1 client — @{[ $res{reentry}{$c1}{lat_ms} / $res{noop}{$c1}{lat_ms} <= 1.2 ? 'met' : 'MISSED' ]}** (@{[ sprintf('%.3f ÷ %.3f = %.2f', $res{reentry}{$c1}{lat_ms}, $res{noop}{$c1}{lat_ms}, $res{reentry}{$c1}{lat_ms} / $res{noop}{$c1}{lat_ms}) ]}×; bench/reentry.pl measures it over alternating rounds).
 
 ### Where the time goes (one backend, plpgsql loop of $loop_n pairs, no client round trips)
 

@@ -503,7 +503,9 @@ rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 	c->ready = false;
 	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
 	AddWaitEventToSet(c->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(c->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	/* a single-user backend has no postmaster to watch */
+	if (IsUnderPostmaster)
+		AddWaitEventToSet(c->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	c->sock_pos = AddWaitEventToSet(c->wes, WL_SOCKET_WRITEABLE,
 									rl_sock_fd(c->sock), NULL, NULL);
 	c->sock_events = WL_SOCKET_WRITEABLE;

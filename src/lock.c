@@ -606,6 +606,7 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	w.arg = &lw;
 	w.fair = req->fair;
 	w.has_place = req->fair || prim->waiter_place;
+	w.wake_one = ll->kind == RL_KIND_LOCK;
 	w.wait_for.kind = ll->kind;
 	w.wait_for.fair = req->fair;
 	w.wait_for.n = 1;
@@ -773,6 +774,12 @@ rl_check_acquire(const RLAcquireRequest *req)
 				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
 				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries."),
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.")));
+	if (req->lease_ms == 0 && !IsUnderPostmaster)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
+				 errdetail("Nothing would renew the lease: background workers do not run in single-user mode."),
+				 errhint("Pass a fixed lease.")));
 	rl_check_redlock(rl_primitive(req->kind));
 	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
 		ereport(ERROR,
@@ -890,8 +897,7 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	}
 	ll->session_holds -= n;
 	rl_stat_add(RL_STAT_RELEASES, 1);
-	rl_publish(ll, false, false);
-	rl_forget_if_unused(ll);
+	rl_publish_or_forget(ll);
 	return true;
 }
 
@@ -937,8 +943,7 @@ rl_lock_release_all(void)
 							rl_primitive(locks[i]->kind)->noun, locks[i]->name),
 					 errdetail("Its lease ran out or it was force-released.")));
 		locks[i]->session_holds = 0;
-		rl_publish(locks[i], false, false);
-		rl_forget_if_unused(locks[i]);
+		rl_publish_or_forget(locks[i]);
 	}
 	return released;
 }

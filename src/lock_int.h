@@ -80,6 +80,7 @@ typedef struct RLWait
 	void	   *arg;
 	bool		fair;			/* only the queue head retries at the lease end */
 	bool		has_place;		/* a place to refresh while waiting */
+	bool		wake_one;		/* an unlock "0" wakes one waiter of ours */
 	RLWaitFor	wait_for;		/* for redis_lock_waits and deadlock checks */
 } RLWait;
 
@@ -178,6 +179,7 @@ extern char *rl_call_ttl_arg(void);
 extern int64 rl_now_ms(void);
 extern char *rl_now_ms_arg(void);
 extern void rl_forget_if_unused(LocalLock *ll);
+extern void rl_publish_or_forget(LocalLock *ll);
 extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
 extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
 extern void rl_mark_dirty(LocalLock *ll);

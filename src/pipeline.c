@@ -312,7 +312,9 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
 
 		wes = CreateWaitEventSet(CurrentMemoryContext, nactive + 2);
 		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		/* a single-user backend has no postmaster to watch */
+		if (IsUnderPostmaster)
+			AddWaitEventToSet(wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		for (int i = 0; i < n; i++)
 			if (flights[i].state != FLIGHT_DONE)
 				pos[i] = AddWaitEventToSet(wes, flight_events(&flights[i]),

@@ -225,7 +225,9 @@ rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
 
 		wes = CreateWaitEventSet(CurrentMemoryContext, nlive + 2);
 		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		/* a single-user backend has no postmaster to watch */
+		if (IsUnderPostmaster)
+			AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		for (int i = 0; i < nconns; i++)
 			if (conns[i]->subscribed)
 				AddWaitEventToSet(wes, rl_sock_read_wants(conns[i]->sock),

@@ -21,6 +21,7 @@
 #include "registry.h"
 #include "secrets.h"
 #include "tls.h"
+#include "wakeup.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -141,6 +142,7 @@ shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	rl_registry_request();
+	rl_wakeup_request();
 }
 
 static void
@@ -149,6 +151,7 @@ shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	rl_registry_startup();
+	rl_wakeup_startup();
 }
 
 static void
@@ -388,7 +391,7 @@ _PG_init(void)
 		shmem_request_hook = shmem_request;
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = shmem_startup;
-		rl_worker_register();
+		rl_workers_register();
 	}
 
 	rl_secrets_init();

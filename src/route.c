@@ -763,6 +763,35 @@ rl_route_subscribe(int n, const char *const *channels)
 }
 
 /*
+ * Where one listener for the whole server hears channel on a cluster: the
+ * node serving its slot, as rl_route_subscribe picks it, and whether with
+ * sharded pub/sub. False when the map cannot say; the next call loads it
+ * anew.
+ */
+bool
+rl_route_channel(const char *channel, RLNode *node, bool *sharded)
+{
+	int			n;
+
+	*sharded = strcmp(rl_publish_command(), "spublish") == 0;
+	n = slot_node(key_slot(channel));
+	if (n < 0)
+	{
+		map_loaded = false;
+		return false;
+	}
+	*node = cluster_nodes[n]->node;
+	return true;
+}
+
+/* A subscription was refused or dropped: the slot map may be stale. */
+void
+rl_route_forget_map(void)
+{
+	map_loaded = false;
+}
+
+/*
  * Did every node that may have received the last request (rl_run*() or
  * rl_run_all()) answer it? Only then can it not be applied later: on a new
  * connection, the one it replaces is killed before its first request, and a

@@ -19,6 +19,7 @@
 #include "redislock.h"
 #include "registry.h"
 #include "route.h"
+#include "wakeup.h"
 
 /*
  * When to retry if no unlock message comes: when the holder's lease runs
@@ -55,11 +56,62 @@ sleep_until(TimestampTz until)
 }
 
 /*
+ * Makes sure a message will wake us before we try: through the server's
+ * listener if it has our channels subscribed (it says so after a drop only
+ * once subscribed anew; *again then: retry), else on our own subscriber
+ * connection, which we fall back to for good in this wait when the listener
+ * cannot serve it (not running, no Redis connection, no room).
+ */
+static void
+ensure_subscribed(const RLWait *w, bool *board, bool *again)
+{
+	if (*board)
+	{
+		if (rl_wakeup_ready(rl_command_deadline()) > 0)
+			return;
+		rl_wakeup_end(false);
+		*board = false;
+		*again = true;
+	}
+	if (rl_mode() == RL_MODE_REDLOCK)
+		(void) rl_redlock_subscribe(w->channels[0]);
+	else if (!rl_sub_conn.subscribed &&
+			 !rl_route_subscribe(w->nchannels, w->channels))
+		rl_report(&rl_sub_conn, ERROR);
+}
+
+/*
+ * Sleeps until a message, then or a deadlock check at check_at. Returns
+ * whether to try again: a message came, then has come, or (listener) a
+ * message may have been missed.
+ */
+static bool
+sleep_for_message(bool board, const Attempt *a, TimestampTz retry_at,
+				  TimestampTz check_at, TimestampTz deadline)
+{
+	/*
+	 * Woken only because a deadlock check is due: nothing changed that
+	 * another attempt could find, so go straight to the check.
+	 */
+	if (board)
+		return rl_wakeup_sleep(Min(retry_at, check_at)) != 0 ||
+			GetCurrentTimestamp() >= retry_at;
+	if (rl_mode() != RL_MODE_REDLOCK)
+		return rl_wait_message(&rl_sub_conn, Min(retry_at, check_at)) != 0 ||
+			GetCurrentTimestamp() >= retry_at;
+	if (rl_redlock_wait_message(next_retry(a, false, false, deadline)) < 0)
+		sleep_until(next_retry(a, false, false, deadline));
+	return true;
+}
+
+/*
  * The wait engine: subscribe to the channels where releases are announced
  * first, then try, then sleep until a message, the blocker's lease end, the
  * refresh of our place or our deadline. Subscribing before retrying is what
- * rules out a lost wake-up. Returns whether w->attempt took it; on a
- * timeout or an ERROR, w->give_up (if any) first gives back our place.
+ * rules out a lost wake-up. The server's listener subscribes for all its
+ * waiting sessions (wakeup.c); without it each waiter subscribes on a
+ * connection of its own. Returns whether w->attempt took it; on a timeout
+ * or an ERROR, w->give_up (if any) first gives back our place.
  *
  * A wait blocked for redislock.deadlock_timeout checks for a deadlock
  * (deadlock.c), and again each deadlock_timeout while still blocked; until
@@ -86,17 +138,14 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	check_at = rl_deadlock_wait_begin(&w->wait_for, start);
 	PG_TRY();
 	{
+		bool		board = rl_wakeup_begin(w->nchannels, w->channels, w->wake_one);
 		bool		again = true;
 		TimestampTz retry_at = deadline;
 		TimestampTz now;
 
 		for (;;)
 		{
-			if (redlock)
-				(void) rl_redlock_subscribe(w->channels[0]);
-			else if (!rl_sub_conn.subscribed &&
-					 !rl_route_subscribe(w->nchannels, w->channels))
-				rl_report(&rl_sub_conn, ERROR);
+			ensure_subscribed(w, &board, &again);
 			if (again)
 			{
 				w->attempt(w->arg, a);
@@ -112,20 +161,12 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 				break;
 			if (now >= check_at)
 				check_at = rl_deadlock_check(&w->wait_for);
-
-			/*
-			 * Woken only because a deadlock check is due: nothing changed
-			 * that another attempt could find, so go straight to the check.
-			 */
-			if (!redlock)
-				again = rl_wait_message(&rl_sub_conn, Min(retry_at, check_at)) != 0 ||
-					GetCurrentTimestamp() >= retry_at;
-			else if (rl_redlock_wait_message(next_retry(a, false, false, deadline)) < 0)
-				sleep_until(next_retry(a, false, false, deadline));
+			again = sleep_for_message(board, a, retry_at, check_at, deadline);
 		}
 	}
 	PG_CATCH();
 	{
+		rl_wakeup_end(false);
 		rl_disconnect(&rl_sub_conn);
 		rl_redlock_unsubscribe(true);
 		if (w->give_up)
@@ -135,6 +176,7 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	}
 	PG_END_TRY();
 
+	rl_wakeup_end(acquired);
 	rl_deadlock_wait_end();
 	if (redlock)
 		rl_redlock_unsubscribe(false);

@@ -63,20 +63,33 @@ typedef struct Retained
 static Retained *retained = NULL;
 static int	nretained = 0;
 
-void
-rl_worker_register(void)
+/* Registers one of redislock's background workers. */
+static void
+register_worker(const char *name, const char *function, int restart_s)
 {
 	BackgroundWorker bgw;
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
-	bgw.bgw_restart_time = 5;
+	bgw.bgw_restart_time = restart_s;
 	strlcpy(bgw.bgw_library_name, "redislock", BGW_MAXLEN);
-	strlcpy(bgw.bgw_function_name, "redislock_worker_main", BGW_MAXLEN);
-	strlcpy(bgw.bgw_name, "redislock watchdog", BGW_MAXLEN);
-	strlcpy(bgw.bgw_type, "redislock watchdog", BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, function, BGW_MAXLEN);
+	strlcpy(bgw.bgw_name, name, BGW_MAXLEN);
+	strlcpy(bgw.bgw_type, name, BGW_MAXLEN);
 	RegisterBackgroundWorker(&bgw);
+}
+
+/*
+ * The watchdog, and the listener that holds the subscriptions of all
+ * waiting sessions of the server (listener.c). Waiters fall back to their
+ * own subscriptions while no listener runs: it comes back sooner.
+ */
+void
+rl_workers_register(void)
+{
+	register_worker("redislock watchdog", "redislock_worker_main", 5);
+	register_worker("redislock listener", "redislock_listener_main", 1);
 }
 
 /* Logs a Redis outage once when it starts and once when it ends. */

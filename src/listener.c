@@ -1,0 +1,630 @@
+/*
+ * listener.c
+ *	  The "redislock listener" background worker: one subscriber connection
+ *	  per Redis server (per cluster node, per Redlock master) for all the
+ *	  waiting sessions of this PostgreSQL server. It subscribes the channels
+ *	  the board (wakeup.c) asks for and passes the messages on to it.
+ *
+ * A channel nobody waits on any more stays subscribed for a while, so that
+ * a busy lock is not subscribed anew for every wait. Each channel has at
+ * most one SUBSCRIBE or UNSUBSCRIBE unanswered on a connection, so replies
+ * match up without counting. When a connection drops, its channels go back
+ * to pending on the board (their waiters retry once subscribed anew); when
+ * it cannot be opened, they fail and their waiters subscribe by themselves.
+ *
+ * src/listener.c
+ */
+#include "postgres.h"
+
+#include <hiredis/hiredis.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "conn_int.h"
+#include "route.h"
+#include "wakeup.h"
+
+/* Connections at most: the server, every cluster node, every master. */
+#define MAX_LINKS 64
+
+/* How soon to try again after a connection could not be opened. */
+#define RETRY_MS 1000
+
+/* How long a channel nobody waits on stays subscribed. */
+#define LINGER_MS 10000
+
+/* How often the board is looked at when nothing calls (lingering). */
+#define SCAN_MS 1000
+
+/* Channels per SUBSCRIBE or UNSUBSCRIBE. */
+#define BATCH 64
+
+PGDLLEXPORT void redislock_listener_main(Datum arg);
+
+typedef enum SubState
+{
+	SUB_NONE,
+	SUB_SUBSCRIBING,
+	SUB_SUBSCRIBED,
+	SUB_UNSUBSCRIBING
+} SubState;
+
+typedef struct Link
+{
+	RLConn		conn;
+	bool		failed;			/* could not be opened: its channels fail */
+	TimestampTz retry_at;		/* when to try opening it again */
+} Link;
+
+typedef struct Channel
+{
+	char		name[RL_CHANNEL_MAX];	/* hash key */
+	int			link;			/* where it is heard; -1: not routed yet
+								 * (every link with Redlock) */
+	bool		unroutable;		/* the cluster map did not say where */
+	TimestampTz route_at;		/* when to ask it again */
+	TimestampTz wanted_at;		/* last scan that found a waiter for it */
+	uint8		state[MAX_LINKS];	/* SubState on each link */
+} Channel;
+
+static Link links[MAX_LINKS];
+static int	nlinks = 0;
+static RLMode mode;
+static uint64 links_generation = 0;
+static HTAB *channels = NULL;
+static TimestampTz scan_time = 0;
+static bool changed = false;	/* a channel changed state: scan again */
+static bool unreachable = false;
+
+/* Logs an outage once when it starts and once when it ends. */
+static void
+note_redis(bool ok, RLConn *c)
+{
+	if (!ok && !unreachable)
+		ereport(WARNING,
+				(errmsg("redislock listener cannot reach Redis"),
+				 errdetail_internal("%s", rl_failure_text(c)),
+				 errhint("Waiting sessions subscribe by themselves meanwhile; the listener tries again every %d ms.",
+						 RETRY_MS)));
+	else if (ok && unreachable)
+		ereport(LOG,
+				(errmsg("redislock listener reached Redis server \"%s\" again",
+						rl_conn_desc(c))));
+	unreachable = !ok;
+}
+
+/* Every channel loses its subscriptions on link i (-1: on all links). */
+static void
+forget_subscriptions(int i)
+{
+	HASH_SEQ_STATUS seq;
+	Channel    *ch;
+
+	hash_seq_init(&seq, channels);
+	while ((ch = hash_seq_search(&seq)) != NULL)
+	{
+		for (int l = 0; l < MAX_LINKS; l++)
+			if (i < 0 || l == i)
+				ch->state[l] = SUB_NONE;
+		if (mode == RL_MODE_CLUSTER && (i < 0 || ch->link == i))
+			ch->link = -1;
+	}
+	changed = true;
+}
+
+static void
+drop_link(int i)
+{
+	rl_disconnect(&links[i].conn);
+	forget_subscriptions(i);
+}
+
+static void
+init_link(Link *l, const RLNode *node)
+{
+	memset(l, 0, sizeof(*l));
+	l->conn.role = "listener";
+	if (node != NULL)
+	{
+		l->conn.pinned = true;
+		l->conn.node = *node;
+	}
+}
+
+/* Builds the links of the current settings, dropping any old ones. */
+static void
+reset_links(void)
+{
+	const RLNode *nodes;
+	int			n;
+	const char *problem;
+
+	for (int i = 0; i < nlinks; i++)
+		rl_disconnect(&links[i].conn);
+	nlinks = 0;
+	forget_subscriptions(-1);
+	links_generation = rl_settings_generation;
+	(void) rl_config(&mode, &nodes, &n, &problem);
+	if (mode == RL_MODE_REDLOCK)
+	{
+		for (int i = 0; i < n && i < MAX_LINKS; i++)
+			init_link(&links[nlinks++], &nodes[i]);
+	}
+	else if (mode != RL_MODE_CLUSTER)
+		init_link(&links[nlinks++], NULL);
+}
+
+/* The link to a cluster node, made on first use; -1 if too many. */
+static int
+cluster_link(const RLNode *node, bool sharded)
+{
+	for (int i = 0; i < nlinks; i++)
+		if (links[i].conn.sharded == sharded &&
+			strcmp(links[i].conn.node.desc, node->desc) == 0)
+			return i;
+	if (nlinks == MAX_LINKS)
+		return -1;
+	init_link(&links[nlinks], node);
+	links[nlinks].conn.sharded = sharded;
+	return nlinks++;
+}
+
+/* Where a channel stands, as the board shows it to its waiters. */
+static RLChannelState
+channel_state(const Channel *ch)
+{
+	int			subscribed = 0;
+	int			pending = 0;
+	int			failed = 0;
+
+	if (mode != RL_MODE_REDLOCK)
+	{
+		if (ch->unroutable || (ch->link >= 0 && links[ch->link].failed))
+			return RL_CHANNEL_FAILED;
+		if (ch->link >= 0 && ch->state[ch->link] == SUB_SUBSCRIBED)
+			return RL_CHANNEL_READY;
+		return RL_CHANNEL_PENDING;
+	}
+
+	/*
+	 * Redlock: heard on any master is enough, as a release publishes on
+	 * every master it reaches; but not while one is still subscribing.
+	 */
+	for (int i = 0; i < nlinks; i++)
+	{
+		if (links[i].failed)
+			failed++;
+		else if (ch->state[i] == SUB_SUBSCRIBED)
+			subscribed++;
+		else
+			pending++;
+	}
+	if (subscribed > 0 && pending == 0)
+		return RL_CHANNEL_READY;
+	if (failed == nlinks)
+		return RL_CHANNEL_FAILED;
+	return RL_CHANNEL_PENDING;
+}
+
+/* rl_wakeup_scan's callback: notes the channel as wanted, says its state. */
+static RLChannelState
+scan_channel(const char *name, void *arg)
+{
+	bool		found;
+	Channel    *ch = hash_search(channels, name, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		memset(ch->state, 0, sizeof(ch->state));
+		ch->link = -1;
+		ch->unroutable = false;
+		ch->route_at = 0;
+	}
+	ch->wanted_at = scan_time;
+	return channel_state(ch);
+}
+
+/* Routes a channel to its link (cluster); false if it cannot be now. */
+static void
+route_channel(Channel *ch, TimestampTz now)
+{
+	RLNode		node;
+	bool		sharded;
+	bool		was = ch->unroutable;
+
+	if (mode == RL_MODE_REDLOCK)
+		return;
+	if (mode != RL_MODE_CLUSTER)
+		ch->link = 0;
+	if (ch->link >= 0 || (ch->unroutable && now < ch->route_at))
+		return;
+	ch->unroutable = !rl_route_channel(ch->name, &node, &sharded) ||
+		(ch->link = cluster_link(&node, sharded)) < 0;
+	ch->route_at = TimestampTzPlusMilliseconds(now, RETRY_MS);
+	changed |= ch->unroutable != was;
+}
+
+/* Link i cannot be used now: its channels fail until it is tried again. */
+static void
+fail_link(int i, TimestampTz now)
+{
+	Link	   *l = &links[i];
+
+	note_redis(false, &l->conn);
+	drop_link(i);
+	l->failed = true;
+	l->retry_at = TimestampTzPlusMilliseconds(now, RETRY_MS);
+}
+
+/* Opens link i if it is down and may be tried; false if not open. */
+static bool
+open_link(int i, TimestampTz now)
+{
+	Link	   *l = &links[i];
+
+	if (l->conn.sock != NULL)
+		return true;
+	if (l->failed && now < l->retry_at)
+		return false;
+	if (rl_ensure_open(&l->conn, rl_command_deadline()))
+	{
+		l->conn.subscribed = true;
+		if (l->failed)
+			changed = true;
+		l->failed = false;
+		note_redis(true, &l->conn);
+		return true;
+	}
+	fail_link(i, now);
+	return false;
+}
+
+/*
+ * Sends (S)SUBSCRIBE or (S)UNSUBSCRIBE on link i for the n channels, moving
+ * them to state to; a link that breaks is dropped. Sharded channels go one
+ * per command (pipelined), as Redis wants all of one command's channels in
+ * one slot.
+ */
+static void
+send_batch(int i, bool subscribe, int n, Channel **batch, SubState to)
+{
+	RLConn	   *c = &links[i].conn;
+	int			ncmds = c->sharded ? n : 1;
+	RLCommand  *cmds;
+
+	if (n == 0)
+		return;
+	cmds = palloc0(sizeof(RLCommand) * ncmds);
+	for (int k = 0; k < n; k++)
+	{
+		RLCommand  *cmd = &cmds[c->sharded ? k : 0];
+
+		if (cmd->argc == 0 && subscribe)
+			rl_set_arg(cmd, c->sharded ? "SSUBSCRIBE" : "SUBSCRIBE",
+					   c->sharded ? 10 : 9);
+		else if (cmd->argc == 0)
+			rl_set_arg(cmd, c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE",
+					   c->sharded ? 12 : 11);
+		rl_set_arg(cmd, batch[k]->name, strlen(batch[k]->name));
+	}
+	if (!rl_queue_commands(c, ncmds, cmds) || !rl_flush(c, rl_command_deadline()))
+	{
+		drop_link(i);
+		return;
+	}
+	for (int k = 0; k < n; k++)
+		batch[k]->state[i] = to;
+}
+
+/*
+ * Sends what each link needs: SUBSCRIBE for wanted channels not subscribed
+ * there, UNSUBSCRIBE for channels nobody has wanted for LINGER_MS, which
+ * leave the table once unsubscribed everywhere.
+ */
+static void
+sync_link(int i, TimestampTz now)
+{
+	HASH_SEQ_STATUS seq;
+	Channel    *ch;
+	Channel    *subs[BATCH];
+	Channel    *unsubs[BATCH];
+	int			nsubs = 0;
+	int			nunsubs = 0;
+	TimestampTz idle_before = TimestampTzPlusMilliseconds(now, -LINGER_MS);
+	bool		opened = false;
+
+	hash_seq_init(&seq, channels);
+	while ((ch = hash_seq_search(&seq)) != NULL)
+	{
+		bool		wanted = ch->wanted_at == scan_time;
+
+		if (mode != RL_MODE_REDLOCK && ch->link != i)
+			continue;
+		if (wanted && ch->state[i] == SUB_NONE)
+		{
+			if (!opened && !(opened = open_link(i, now)))
+				continue;
+			subs[nsubs++] = ch;
+		}
+		else if (!wanted && ch->wanted_at < idle_before &&
+				 ch->state[i] == SUB_SUBSCRIBED)
+			unsubs[nunsubs++] = ch;
+		if (nsubs == BATCH)
+		{
+			send_batch(i, true, nsubs, subs, SUB_SUBSCRIBING);
+			nsubs = 0;
+		}
+		if (nunsubs == BATCH)
+		{
+			send_batch(i, false, nunsubs, unsubs, SUB_UNSUBSCRIBING);
+			nunsubs = 0;
+		}
+		if (links[i].conn.sock == NULL && opened)
+		{
+			hash_seq_term(&seq);
+			return;
+		}
+	}
+	send_batch(i, true, nsubs, subs, SUB_SUBSCRIBING);
+	send_batch(i, false, nunsubs, unsubs, SUB_UNSUBSCRIBING);
+}
+
+/* Routes new channels, syncs every link, forgets channels done with. */
+static void
+sync_all(TimestampTz now)
+{
+	HASH_SEQ_STATUS seq;
+	Channel    *ch;
+	TimestampTz idle_before = TimestampTzPlusMilliseconds(now, -LINGER_MS);
+
+	hash_seq_init(&seq, channels);
+	while ((ch = hash_seq_search(&seq)) != NULL)
+	{
+		bool		idle = true;
+
+		if (ch->wanted_at == scan_time)
+		{
+			route_channel(ch, now);
+			continue;
+		}
+		for (int i = 0; i < nlinks; i++)
+			idle &= ch->state[i] == SUB_NONE;
+		if (idle && ch->wanted_at < idle_before)
+			(void) hash_search(channels, ch->name, HASH_REMOVE, NULL);
+	}
+	for (int i = 0; i < nlinks; i++)
+		sync_link(i, now);
+}
+
+/* Is r a pub/sub reply of kind (or its sharded form) with a channel? */
+static bool
+reply_is(const redisReply *r, const char *kind)
+{
+	const char *k;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+		r->element[0]->type != REDIS_REPLY_STRING ||
+		r->element[1]->type != REDIS_REPLY_STRING)
+		return false;
+	k = r->element[0]->str;
+	if (k[0] == 's' && strcmp(k + 1, kind) == 0)
+		return true;
+	return strcmp(k, kind) == 0;
+}
+
+/*
+ * Acts on one reply from link i; false for an error reply, a refused
+ * subscription (an ACL, or on a cluster a slot that moved: route again):
+ * the link fails for a while and its waiters subscribe by themselves.
+ */
+static bool
+take_reply(int i, const redisReply *r)
+{
+	Channel    *ch;
+
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		rl_fail(&links[i].conn, RLF_PROTOCOL,
+				"The server refused to subscribe: %s", r->str);
+		if (mode == RL_MODE_CLUSTER)
+			rl_route_forget_map();
+		return false;
+	}
+	if (reply_is(r, "message"))
+	{
+		const redisReply *payload = r->element[2];
+
+		rl_wakeup_message(r->element[1]->str,
+						  payload->type == REDIS_REPLY_STRING &&
+						  strcmp(payload->str, "0") == 0);
+		return true;
+	}
+	if (r->element == NULL || r->elements < 2 ||
+		r->element[1]->type != REDIS_REPLY_STRING ||
+		r->element[1]->len >= RL_CHANNEL_MAX)
+		return true;
+	ch = hash_search(channels, r->element[1]->str, HASH_FIND, NULL);
+	if (ch == NULL)
+		return true;
+	if (reply_is(r, "subscribe") && ch->state[i] == SUB_SUBSCRIBING)
+	{
+		ch->state[i] = SUB_SUBSCRIBED;
+		changed = true;
+	}
+	else if (reply_is(r, "unsubscribe"))
+	{
+		/* unasked: Redis dropped a sharded channel whose slot moved */
+		if (ch->state[i] != SUB_UNSUBSCRIBING)
+		{
+			rl_route_forget_map();
+			if (mode == RL_MODE_CLUSTER)
+				ch->link = -1;
+			changed = true;
+		}
+		ch->state[i] = SUB_NONE;
+	}
+	return true;
+}
+
+/* Takes in what link i has received, reading the socket first if read. */
+static void
+drain_link(int i, bool read)
+{
+	RLSocket   *s = links[i].conn.sock;
+	bool		ok = true;
+	bool		refused = false;
+
+	if (read && rl_sock_read(s) == RL_IO_FAILED)
+		ok = false;
+	while (ok)
+	{
+		void	   *r = NULL;
+
+		if (!rl_sock_reply(s, &r))
+			ok = false;
+		else if (r == NULL)
+			break;
+		else
+		{
+			ok = take_reply(i, r);
+			refused = !ok;
+			freeReplyObject(r);
+		}
+	}
+	if (refused)
+		fail_link(i, GetCurrentTimestamp());
+	else if (!ok)
+	{
+		ereport(LOG,
+				(errmsg("redislock listener lost its connection to Redis server \"%s\"",
+						rl_conn_desc(&links[i].conn)),
+				 errdetail_internal("%s", refused ? rl_failure_text(&links[i].conn) :
+									rl_sock_error(s))));
+		drop_link(i);
+	}
+}
+
+/* Waits for the latch, a reply on any link, or timeout_ms. */
+static void
+wait_for_events(long timeout_ms)
+{
+	WaitEvent	events[MAX_LINKS + 2];
+	WaitEventSet *wes;
+	int			nev;
+
+	for (int i = 0; i < nlinks; i++)
+		if (links[i].conn.sock != NULL)
+			drain_link(i, false);
+	if (changed)
+		return;
+	wes = CreateWaitEventSet(CurrentMemoryContext, nlinks + 2);
+	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int i = 0; i < nlinks; i++)
+		if (links[i].conn.sock != NULL)
+			AddWaitEventToSet(wes, rl_sock_read_wants(links[i].conn.sock),
+							  rl_sock_fd(links[i].conn.sock), NULL,
+							  (void *) (intptr_t) (i + 1));
+	nev = WaitEventSetWait(wes, timeout_ms, events, lengthof(events),
+						   PG_WAIT_EXTENSION);
+	FreeWaitEventSet(wes);
+	for (int e = 0; e < nev; e++)
+	{
+		int			i = (int) (intptr_t) events[e].user_data - 1;
+
+		if (events[e].events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			changed = true;
+		}
+		else if (i >= 0 && links[i].conn.sock != NULL)
+			drain_link(i, true);
+	}
+}
+
+/* How long to sleep: until a retry is due, or the next look at the board. */
+static long
+sleep_ms(TimestampTz now)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(now, SCAN_MS);
+
+	for (int i = 0; i < nlinks; i++)
+		if (links[i].failed)
+			until = Min(until, links[i].retry_at);
+	return Max((long) ((until - now) / 1000), 1);
+}
+
+static void
+detach_listener(int code, Datum arg)
+{
+	/* an ERROR (out of memory) may have left the board's lock held */
+	LWLockReleaseAll();
+	rl_wakeup_detach();
+	for (int i = 0; i < nlinks; i++)
+		rl_disconnect(&links[i].conn);
+}
+
+void
+redislock_listener_main(Datum arg)
+{
+	HASHCTL		ctl;
+	MemoryContext loop_context;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_activity(STATE_RUNNING, "listening for Redis unlock messages");
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = RL_CHANNEL_MAX;
+	ctl.entrysize = sizeof(Channel);
+	channels = hash_create("redislock listener channels", 256, &ctl,
+						   HASH_ELEM | HASH_STRINGS);
+	loop_context = AllocSetContextCreate(TopMemoryContext,
+										 "redislock listener loop",
+										 ALLOCSET_DEFAULT_SIZES);
+	reset_links();
+	before_shmem_exit(detach_listener, (Datum) 0);
+	rl_wakeup_attach(MyLatch);
+	changed = true;
+
+	while (!ShutdownRequestPending)
+	{
+		MemoryContext old = MemoryContextSwitchTo(loop_context);
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (links_generation != rl_settings_generation)
+			reset_links();
+		if (changed || now - scan_time >= SCAN_MS * 1000L)
+		{
+			changed = false;
+			scan_time = now;
+			rl_wakeup_scan(scan_channel, NULL);
+		}
+		sync_all(now);
+		if (!changed)
+			wait_for_events(sleep_ms(now));
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(loop_context);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	/* Exit code 1: restart, as waiters fall back to a connection each. */
+	proc_exit(1);
+}

@@ -1,0 +1,107 @@
+# 392_listener_modes.pl — the listener serves waiters behind Sentinel, on a
+# cluster (one connection per node that serves a waited-on channel, sharded
+# subscriptions) and with Redlock (one connection per master): sessions
+# waiting on several names show as at most one subscriber connection per
+# Redis server in CLIENT LIST, and all of them get the lock once released.
+# The holder's lease is far longer than the bound of the wait, so a waiter
+# that missed its wake-up would fail it.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
+use RedisLockTest;
+use Test::More;
+
+my $BOUND = 60;
+
+# connections in pub/sub mode, but for the sentinels' own (name=sentinel-...)
+sub subscribers
+{
+	my ($r) = @_;
+	return scalar grep { /\bflags=\S*P/ && !/\bname=sentinel-/ } $r->cli('CLIENT', 'LIST');
+}
+
+# n sessions wait on names (round robin) that a holder keeps, then get them
+sub waiters_ok
+{
+	my ($node, $what, $n, $names, $check) = @_;
+	my $holder = RedisLockTest::Session->new($node);
+	my @s = map { RedisLockTest::Session->new($node) } 1 .. $n;
+	is($holder->query("SELECT count(*) FILTER (WHERE redis_lock_acquire(n, '0', '10 min')) FROM unnest(ARRAY['"
+			. join("','", @$names) . "']) n"), scalar(@$names), "$what: the holder takes every name");
+	for my $i (0 .. $n - 1)
+	{
+		my $name = $names->[ $i % @$names ];
+		$s[$i]->start("SELECT redis_lock_acquire('$name', '$BOUND s') AND redis_lock_release('$name')");
+	}
+	until_ok("$what: $n sessions wait", sub {
+		RedisLockTest::observer($node)->query(
+			"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND backend_type = 'client backend'") == $n });
+	$check->();
+	is($holder->query("SELECT count(*) FILTER (WHERE redis_lock_release(n)) FROM unnest(ARRAY['"
+			. join("','", @$names) . "']) n"), scalar(@$names), "$what: the holder releases");
+	my $got = grep { my ($v) = $_->finish($BOUND + 30); defined $v && $v eq 't' } @s;
+	is($got, $n, "$what: all $n waiters got the lock");
+	$_->close for $holder, @s;
+}
+
+# --- Sentinel ---------------------------------------------------------------------
+{
+	my $master = RedisLockTest::Redis->new;
+	my @sentinels = map {
+		RedisLockTest::Redis->new(sentinel => 1, extra => [
+			'sentinel monitor m 127.0.0.1 ' . $master->port . ' 2',
+			'sentinel down-after-milliseconds m 5000',
+		])
+	} 1 .. 2;
+	my $node = RedisLockTest::node('lm_sentinel', $master,
+		'redislock.sentinels' => join(',', map { '127.0.0.1:' . $_->port } @sentinels),
+		'redislock.sentinel_master' => 'm');
+	waiters_ok($node, 'sentinel', 8, [ 'lm:s1', 'lm:s2' ], sub {
+		is(subscribers($master), 1, 'sentinel: one subscriber connection on the master');
+	});
+	$node->stop;
+}
+
+# --- Cluster (sharded pub/sub) ------------------------------------------------------
+{
+	my $cl = RedisLockTest::Cluster->new(masters => 3, replicas => 0);
+	my $node = RedisLockTest::node('lm_cluster', undef,
+		'redislock.cluster_nodes' => $cl->seeds,
+		'redislock.command_timeout' => '20s');
+	my @names = map { "lm:c$_" } 1 .. 6;
+	waiters_ok($node, 'cluster', 12, \@names, sub {
+		# the nodes that hold the names (a channel lies in its name's slot)
+		my %owners;
+		for my $r ($cl->nodes)
+		{
+			$owners{ $r->port } = 1 if grep { ($r->cli('EXISTS', $_) // '') eq '1' } @names;
+		}
+		my $total = 0;
+		my $most = 0;
+		for my $r ($cl->nodes)
+		{
+			my $k = subscribers($r);
+			$total += $k;
+			$most = $k if $k > $most;
+		}
+		is($most, 1, 'cluster: at most one subscriber connection per node');
+		is($total, scalar(keys %owners),
+			'cluster: one per node that serves a waited-on channel (' . scalar(keys %owners) . ')');
+	});
+	$node->stop;
+}
+
+# --- Redlock --------------------------------------------------------------------------
+{
+	my $rl = RedisLockTest::Redlock->new(n => 3);
+	my $node = RedisLockTest::node('lm_redlock', undef,
+		'redislock.redlock_nodes' => $rl->list);
+	waiters_ok($node, 'redlock', 8, [ 'lm:r1', 'lm:r2' ], sub {
+		is(join(',', map { subscribers($_) } $rl->nodes), '1,1,1',
+			'redlock: one subscriber connection on each master');
+	});
+	$node->stop;
+}
+
+done_testing();
