@@ -135,6 +135,7 @@ for my $hold (@holds_ms)
 				overlaps => $overlaps, wall => $wall, d => $d, total_cmds => $total_cmds,
 				xp50_raw => BenchLib::pct(\@cross, 50),
 				p50_raw => BenchLib::pct(\@all, 50), p99_raw => BenchLib::pct(\@all, 99),
+				max => @all ? $f->($all[-1]) : '–',
 				subs => $subs, max_wait => $waits[-1], p99_wait => BenchLib::pct(\@waits, 99),
 			};
 			BenchLib::progress("%-8s n=%d hold=%sms holds=%d hand-off p50 %s p99 %s (other session: %.0f%%, p50 %s p99 %s) cmds/hold %.2f subscribers %d max wait %.1f ms overlaps %d",
@@ -147,7 +148,7 @@ for my $hold (@holds_ms)
 
 my @lat_rows = map {
 	[ $_->{mode}, $_->{n}, $_->{hold}, $_->{holds}, $_->{steady}, sprintf('%.0f %%', $_->{cross_share}),
-	  $_->{p50}, $_->{p99}, $_->{xp50}, $_->{xp99}, sprintf('%.1f', $_->{p99_wait}),
+	  $_->{p50}, $_->{p99}, $_->{max}, $_->{xp50}, $_->{xp99}, sprintf('%.1f', $_->{p99_wait}),
 	  sprintf('%.1f', $_->{max_wait}), $_->{subs}, $_->{overlaps} ]
 } @rows;
 my @cmds = grep { $cmd_names{$_} } qw(evalsha subscribe unsubscribe publish hexists exists hset hget pexpire pttl incr get del lindex lpop zscore zadd zrem rpush lrem time);
@@ -175,7 +176,9 @@ for my $fair ('non-fair', 'fair')
 	}
 }
 my @short = grep { $_->{hold} == $holds_ms[0] } @rows;
-my @bad = grep { !defined $_->{xp50_raw} || $_->{xp50_raw} >= 1 } @short;
+# runs where the lock never went to another session have no such hand-off
+my @bad = grep { defined $_->{xp50_raw} && $_->{xp50_raw} >= 1 } @short;
+my $none = grep { !defined $_->{xp50_raw} } @short;
 my $verdict = @bad ? 'MISSED' : 'met';
 my $worst = 0;
 for (@short) { $worst = $_->{xp50_raw} if defined $_->{xp50_raw} && $_->{xp50_raw} > $worst; }
@@ -227,7 +230,7 @@ woken waiters are not yet), as with Redisson's RLock. Latencies in ms.
 "Overlaps" counts acquisitions before the previous holder's release started:
 it must be 0 (mutual exclusion).
 
-@{[ BenchLib::table(['mode', 'sessions', 'hold ms', 'holds', 'hand-offs measured', 'next holder is another session', 'p50 all', 'p99 all', 'p50 to another session', 'p99 to another session', 'p99 wait', 'max wait', 'subscriber connections', 'overlaps'], @lat_rows) ]}
+@{[ BenchLib::table(['mode', 'sessions', 'hold ms', 'holds', 'hand-offs measured', 'next holder is another session', 'p50 all', 'p99 all', 'max all', 'p50 to another session', 'p99 to another session', 'p99 wait', 'max wait', 'subscriber connections', 'overlaps'], @lat_rows) ]}
 "Wait" is how long an acquisition took, from the call to the lock (ms):
 the longest shows whether a waiter starves. "Subscriber connections" is
 the most connections in pub/sub mode that Redis CLIENT LIST showed during
@@ -244,7 +247,7 @@ A polling waiter would send more commands per hold the longer each hold lasts.
 
 $scaling
 
-**Target: hand-off p50 under 1 ms on loopback — $verdict** (at a $holds_ms[0] ms hold, worst p50 of a hand-off to another session @{[ sprintf('%.3f', $worst) ]} ms). Mutual exclusion: $overlaps overlapping holds in all runs.
+**Target: hand-off p50 under 1 ms on loopback — $verdict** (at a $holds_ms[0] ms hold, worst p50 of a hand-off to another session @{[ sprintf('%.3f', $worst) ]} ms@{[ $none ? "; $none run(s) had no hand-off to another session" : '' ]}). Mutual exclusion: $overlaps overlapping holds in all runs.
 MD
 close $fh;
 BenchLib::progress("wrote %s", $out);

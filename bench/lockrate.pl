@@ -102,13 +102,13 @@ for my $c (@clients)
 	# raw EVALSHA: acquire on fresh keys; release of held keys (prefilled)
 	$rb{acq}{$c} = BenchLib::redis_benchmark($redis, $c, $rb_requests, $keyspace,
 		'EVALSHA', $sha_acq, 2, "rba$c:__rand_int__", "redisson_lock_token:{rba$c:__rand_int__}",
-		30000, $owner, 1);
+		30000, $owner, 1, 2592000000);
 	$redis->cli('EVAL', "for i = 0, tonumber(ARGV[1]) - 1 do redis.call('hset', string.format('rbr:%012d', i), ARGV[2], 1) end return 1",
 		0, $keyspace, $owner);
 	$rb{rel}{$c} = BenchLib::redis_benchmark($redis, $c, $rb_requests, $keyspace,
 		'EVALSHA', $sha_rel, 4, 'rbr:__rand_int__', 'redisson_lock__channel:{rbr:__rand_int__}',
 		'redisson_lock_queue:{rbr:__rand_int__}', 'redisson_lock_timeout:{rbr:__rand_int__}',
-		$owner, 0, 0);
+		$owner, 0, 0, 'publish');
 	BenchLib::progress("evalsha   c=%-3d acquire %.3f ms (%.0f/s), release %.3f ms (%.0f/s)", $c,
 		$rb{acq}{$c}{avg_ms}, $rb{acq}{$c}{rps}, $rb{rel}{$c}{avg_ms}, $rb{rel}{$c}{rps});
 }
@@ -286,8 +286,8 @@ transaction = two statements, each client on its own lock name
 | advisory | `SELECT pg_advisory_lock(:client_id); SELECT pg_advisory_unlock(:client_id);` |
 | no-op | `SELECT name; SELECT name;` |
 
-Raw Redis: `redis-benchmark -c N -n $rb_requests -r $keyspace --csv EVALSHA <sha of lua/acquire.lua> 2 rbaN:__rand_int__ redisson_lock_token:{rbaN:__rand_int__} 30000 <owner id> 1`
-(fresh keys), and the same with `lua/release.lua` (4 keys, `<owner> 0 0`) on
+Raw Redis: `redis-benchmark -c N -n $rb_requests -r $keyspace --csv EVALSHA <sha of lua/acquire.lua> 2 rbaN:__rand_int__ redisson_lock_token:{rbaN:__rand_int__} 30000 <owner id> 1 2592000000`
+(fresh keys), and the same with `lua/release.lua` (4 keys, `<owner> 0 0 publish`) on
 $keyspace lock hashes prefilled with the owner's field, so nearly every call
 (≥ 95 %) really deletes a lock and publishes the unlock message, as our
 release does. The scripts the extension runs are these files: after a

@@ -9,7 +9,8 @@
 -- Returns the owner ids it waits for, each once, never the waiter itself:
 --   lock   every holder of the hash (owner fields; a writer "<id>:write"
 --          as <id>); with fair and the lock free, the owners queued ahead
---          of the waiter, who take it first. While it is held, the holders
+--          of the waiter, who take it first (none if the waiter is not
+--          queued: it holds the lock, or left). While it is held, the holders
 --          alone: whoever is queued ahead waits for them too, so a cycle
 --          through a queued owner is also one through the holder, and
 --          counting the queue would make innocent queued sessions victims;
@@ -69,13 +70,20 @@ for i = 1, #fields, 2 do
         add((owner_of(fields[i])))
     end
 end
-if kind == 'lock' and ARGV[3] == '1' and #out == 0 and
+-- Only a waiter in the queue has owners ahead of it: one that holds the
+-- lock (its edge outlives its wait by a round trip) or has left the queue
+-- waits for nobody there.
+if kind == 'lock' and ARGV[3] == '1' and #out == 0 and not reads and
     redis.call('type', KEYS[2])['ok'] == 'list' then
+    local ahead = {}
     for _, owner in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
         if owner == waiter then
+            for _, o in ipairs(ahead) do
+                add(o)
+            end
             break
         end
-        add(owner)
+        ahead[#ahead + 1] = owner
     end
 end
 return out

@@ -434,19 +434,25 @@ rl_registry_is_lost(int index)
  * failed to. Until it publishes the outcome (or frees the slot), a renewal
  * that finds no hold in Redis may have run after the release: that is the
  * release, not a loss, and the worker must not report it.
+ *
+ * No trip through the lock (it was one of five per acquire + release): only
+ * the session that owns the slot writes the flag, and the worker reads it
+ * under the lock only after Redis answered a renewal. The barrier puts the
+ * write before the release request the caller sends next, so a renewal
+ * answered after that release finds the flag set.
  */
 void
 rl_registry_releasing(int index, uint32 generation, bool releasing)
 {
-	RLSlot	   *s;
+	volatile RLSlot *s;
 
 	if (index < 0)
 		return;
 	s = &shared->slots[index];
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (s->generation == generation)
-		s->releasing = releasing;
-	LWLockRelease(shared->lock);
+	if (s->generation != generation)
+		return;
+	s->releasing = releasing;
+	pg_memory_barrier();
 }
 
 /*
