@@ -37,8 +37,15 @@
 /* Connections at most: the server, every cluster node, every master. */
 #define MAX_LINKS 64
 
-/* How soon to try again after a connection could not be opened. */
+/*
+ * How soon to try again after a connection could not be opened, doubling
+ * up to RETRY_MAX_MS while it fails (an open blocks the listener for up to
+ * connect_timeout, holding up the messages of the other connections); and
+ * the least time between two opens of one connection.
+ */
 #define RETRY_MS 1000
+#define RETRY_MAX_MS 30000
+#define REOPEN_MS 100
 
 /* How long a channel nobody waits on stays subscribed. */
 #define LINGER_MS 10000
@@ -63,7 +70,8 @@ typedef struct Link
 {
 	RLConn		conn;
 	bool		failed;			/* could not be opened: its channels fail */
-	TimestampTz retry_at;		/* when to try opening it again */
+	int			backoff_ms;		/* wait after the next failure */
+	TimestampTz retry_at;		/* when it may be opened again */
 } Link;
 
 typedef struct Channel
@@ -84,6 +92,8 @@ static uint64 links_generation = 0;
 static HTAB *channels = NULL;
 static TimestampTz scan_time = 0;
 static bool changed = false;	/* a channel changed state: scan again */
+static bool blocked = false;	/* waited on the network: a latch set then
+								 * was reset (conn.c), so look at the board */
 static bool unreachable = false;
 
 /* Logs an outage once when it starts and once when it ends. */
@@ -94,8 +104,8 @@ note_redis(bool ok, RLConn *c)
 		ereport(WARNING,
 				(errmsg("redislock listener cannot reach Redis"),
 				 errdetail_internal("%s", rl_failure_text(c)),
-				 errhint("Waiting sessions subscribe by themselves meanwhile; the listener tries again every %d ms.",
-						 RETRY_MS)));
+				 errhint("Waiting sessions subscribe by themselves meanwhile; the listener tries again after %d ms, then less often, at least every %d ms.",
+						 RETRY_MS, RETRY_MAX_MS)));
 	else if (ok && unreachable)
 		ereport(LOG,
 				(errmsg("redislock listener reached Redis server \"%s\" again",
@@ -114,12 +124,14 @@ forget_subscriptions(int i)
 	while ((ch = hash_seq_search(&seq)) != NULL)
 	{
 		for (int l = 0; l < MAX_LINKS; l++)
-			if (i < 0 || l == i)
+			if ((i < 0 || l == i) && ch->state[l] != SUB_NONE)
+			{
 				ch->state[l] = SUB_NONE;
-		if (mode == RL_MODE_CLUSTER && (i < 0 || ch->link == i))
+				changed = true;
+			}
+		if (i < 0 || (mode == RL_MODE_CLUSTER && ch->link == i))
 			ch->link = -1;
 	}
-	changed = true;
 }
 
 static void
@@ -254,16 +266,24 @@ route_channel(Channel *ch, TimestampTz now)
 	changed |= ch->unroutable != was;
 }
 
-/* Link i cannot be used now: its channels fail until it is tried again. */
+/*
+ * Link i cannot be used now: its channels fail (their waiters subscribe by
+ * themselves) until it is tried again, later after each failure.
+ */
 static void
-fail_link(int i, TimestampTz now)
+fail_link(int i)
 {
 	Link	   *l = &links[i];
 
 	note_redis(false, &l->conn);
 	drop_link(i);
+	if (!l->failed)
+		changed = true;
 	l->failed = true;
-	l->retry_at = TimestampTzPlusMilliseconds(now, RETRY_MS);
+	l->backoff_ms = Min(Max(l->backoff_ms * 2, RETRY_MS), RETRY_MAX_MS);
+	l->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), l->backoff_ms);
+	if (mode == RL_MODE_CLUSTER)
+		rl_route_forget_map();
 }
 
 /* Opens link i if it is down and may be tried; false if not open. */
@@ -274,18 +294,21 @@ open_link(int i, TimestampTz now)
 
 	if (l->conn.sock != NULL)
 		return true;
-	if (l->failed && now < l->retry_at)
+	if (now < l->retry_at)
 		return false;
+	blocked = true;
+	l->retry_at = TimestampTzPlusMilliseconds(now, REOPEN_MS);
 	if (rl_ensure_open(&l->conn, rl_command_deadline()))
 	{
 		l->conn.subscribed = true;
 		if (l->failed)
 			changed = true;
 		l->failed = false;
+		l->backoff_ms = 0;
 		note_redis(true, &l->conn);
 		return true;
 	}
-	fail_link(i, now);
+	fail_link(i);
 	return false;
 }
 
@@ -302,8 +325,9 @@ send_batch(int i, bool subscribe, int n, Channel **batch, SubState to)
 	int			ncmds = c->sharded ? n : 1;
 	RLCommand  *cmds;
 
-	if (n == 0)
+	if (n == 0 || c->sock == NULL)
 		return;
+	blocked = true;
 	cmds = palloc0(sizeof(RLCommand) * ncmds);
 	for (int k = 0; k < n; k++)
 	{
@@ -502,7 +526,7 @@ drain_link(int i, bool read)
 		}
 	}
 	if (refused)
-		fail_link(i, GetCurrentTimestamp());
+		fail_link(i);
 	else if (!ok)
 	{
 		ereport(LOG,
@@ -559,7 +583,7 @@ sleep_ms(TimestampTz now)
 	TimestampTz until = TimestampTzPlusMilliseconds(now, SCAN_MS);
 
 	for (int i = 0; i < nlinks; i++)
-		if (links[i].failed)
+		if (links[i].conn.sock == NULL && links[i].retry_at > now)
 			until = Min(until, links[i].retry_at);
 	return Max((long) ((until - now) / 1000), 1);
 }
@@ -610,14 +634,19 @@ redislock_listener_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		if (links_generation != rl_settings_generation)
+		{
 			reset_links();
+			rl_wakeup_attach(MyLatch);
+		}
 		if (changed || now - scan_time >= SCAN_MS * 1000L)
 		{
 			changed = false;
 			scan_time = now;
 			rl_wakeup_scan(scan_channel, NULL);
 		}
+		blocked = false;
 		sync_all(now);
+		changed |= blocked;
 		if (!changed)
 			wait_for_events(sleep_ms(now));
 		MemoryContextSwitchTo(old);

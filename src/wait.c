@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/timestamp.h"
@@ -46,7 +48,7 @@ next_retry(const Attempt *a, bool fair, bool has_place, TimestampTz deadline)
 static void
 sleep_until(TimestampTz until)
 {
-	long		ms = (long) ((until - GetCurrentTimestamp()) / 1000);
+	long		ms = (long) Min((until - GetCurrentTimestamp()) / 1000, INT_MAX);
 
 	if (ms > 0)
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -63,11 +65,12 @@ sleep_until(TimestampTz until)
  * cannot serve it (not running, no Redis connection, no room).
  */
 static void
-ensure_subscribed(const RLWait *w, bool *board, bool *again)
+ensure_subscribed(const RLWait *w, TimestampTz deadline, bool *board,
+				  bool *again)
 {
 	if (*board)
 	{
-		if (rl_wakeup_ready(rl_command_deadline()) > 0)
+		if (rl_wakeup_ready(Min(deadline, rl_command_deadline())) > 0)
 			return;
 		rl_wakeup_end(false);
 		*board = false;
@@ -145,7 +148,7 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 
 		for (;;)
 		{
-			ensure_subscribed(w, &board, &again);
+			ensure_subscribed(w, deadline, &board, &again);
 			if (again)
 			{
 				w->attempt(w->arg, a);

@@ -18,6 +18,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
@@ -38,6 +40,8 @@ typedef struct WakeEntry
 	bool		wake_one;		/* "0" wakes one waiter of this channel */
 	pg_atomic_uint32 state;		/* RLChannelState, set by the listener */
 	pg_atomic_uint32 woken;		/* a message for this waiter came */
+	pg_atomic_uint32 lapsed;	/* was READY, then not: a message may have
+								 * been missed however soon READY is back */
 	char		channel[RL_CHANNEL_MAX];
 } WakeEntry;
 
@@ -45,6 +49,7 @@ typedef struct WakeBoard
 {
 	LWLock	   *lock;			/* guards who owns which entry */
 	Latch	   *listener;		/* NULL while no listener runs */
+	uint32		settings;		/* settings_hash() of the listener's */
 	uint64		next_seq;
 	int			nentries;
 	WakeEntry	entries[FLEXIBLE_ARRAY_MEMBER];
@@ -97,6 +102,7 @@ rl_wakeup_startup(void)
 			board->entries[i].procno = -1;
 			pg_atomic_init_u32(&board->entries[i].state, RL_CHANNEL_PENDING);
 			pg_atomic_init_u32(&board->entries[i].woken, 0);
+			pg_atomic_init_u32(&board->entries[i].lapsed, 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -106,6 +112,42 @@ static uint32
 channel_hash(const char *channel)
 {
 	return hash_bytes((const unsigned char *) channel, strlen(channel));
+}
+
+/*
+ * The settings that decide where unlock messages are heard. A session may
+ * have its own (they are superuser settings, per role or database too): it
+ * can use the listener only when they are the listener's.
+ */
+static uint32
+settings_hash(void)
+{
+	const char *const parts[] = {rl_url, rl_sentinels, rl_sentinel_master,
+	rl_cluster_nodes, rl_redlock_nodes};
+	uint32		h = hash_uint32((uint32) rl_cluster_pubsub);
+
+	for (int i = 0; i < (int) lengthof(parts); i++)
+		h = hash_combine(h, parts[i] == NULL ? 0 :
+						 hash_bytes((const unsigned char *) parts[i], strlen(parts[i])));
+	return h;
+}
+
+/*
+ * The listener's side of an entry's state: a waiter whose channel leaves
+ * READY is marked lapsed, so that it retries once READY again even if it
+ * never saw the state in between. Wakes the waiter on any change.
+ */
+static void
+set_state(WakeEntry *e, RLChannelState state)
+{
+	uint32		old = pg_atomic_read_u32(&e->state);
+
+	if (old == (uint32) state)
+		return;
+	if (old == RL_CHANNEL_READY)
+		pg_atomic_write_u32(&e->lapsed, 1);
+	pg_atomic_write_u32(&e->state, state);
+	SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
 }
 
 static void
@@ -161,8 +203,9 @@ end_at_exit(int code, Datum arg)
 /*
  * Puts this session's wait on n channels up on the board and asks the
  * listener to subscribe them. Returns false when the waiter must subscribe
- * by itself: no listener runs (not preloaded, or it is down), the board is
- * full, or a channel name is too long for it.
+ * by itself: no listener runs (not preloaded, or it is down), this session
+ * has Redis settings of its own, the board is full, or a channel name is
+ * too long for it.
  */
 bool
 rl_wakeup_begin(int n, const char *const *channels, bool wake_one)
@@ -184,6 +227,8 @@ rl_wakeup_begin(int n, const char *const *channels, bool wake_one)
 
 	LWLockAcquire(board->lock, LW_EXCLUSIVE);
 	listener = board->listener;
+	if (listener != NULL && board->settings != settings_hash())
+		listener = NULL;
 	for (int i = 0; listener != NULL && i < board->nentries && found < n; i++)
 		if (board->entries[i].procno < 0)
 			my_entries[found++] = i;
@@ -200,6 +245,7 @@ rl_wakeup_begin(int n, const char *const *channels, bool wake_one)
 		strlcpy(e->channel, channels[i], RL_CHANNEL_MAX);
 		pg_atomic_write_u32(&e->state, RL_CHANNEL_PENDING);
 		pg_atomic_write_u32(&e->woken, 0);
+		pg_atomic_write_u32(&e->lapsed, 0);
 		my_owed[i] = false;
 	}
 	LWLockRelease(board->lock);
@@ -239,7 +285,8 @@ wait_latch_until(TimestampTz until)
 	(void) WaitLatch(MyLatch,
 					 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
 					 (until == DT_NOEND ? 0 : WL_TIMEOUT),
-					 until == DT_NOEND ? -1 : Max(ms, 1), PG_WAIT_EXTENSION);
+					 until == DT_NOEND ? -1 : Min(Max(ms, 1), INT_MAX),
+					 PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 	return true;
@@ -252,6 +299,9 @@ wait_latch_until(TimestampTz until)
 int
 rl_wakeup_ready(TimestampTz until)
 {
+	/* the attempt that follows covers whatever a lapse may have missed */
+	for (int i = 0; i < my_n; i++)
+		pg_atomic_write_u32(&board->entries[my_entries[i]].lapsed, 0);
 	for (;;)
 	{
 		RLChannelState s = my_state();
@@ -285,6 +335,9 @@ rl_wakeup_sleep(TimestampTz until)
 				woken = my_owed[i] = true;
 		if (woken)
 			return 1;
+		for (int i = 0; i < my_n; i++)
+			if (pg_atomic_read_u32(&board->entries[my_entries[i]].lapsed) != 0)
+				return -1;
 		if (my_state() != RL_CHANNEL_READY)
 			return -1;
 		if (!wait_latch_until(until))
@@ -322,12 +375,15 @@ set_listener(Latch *latch, RLChannelState state)
 {
 	LWLockAcquire(board->lock, LW_EXCLUSIVE);
 	board->listener = latch;
+	board->settings = settings_hash();
 	for (int i = 0; i < board->nentries; i++)
 	{
 		WakeEntry  *e = &board->entries[i];
 
 		if (e->procno < 0)
 			continue;
+		if (pg_atomic_read_u32(&e->state) == RL_CHANNEL_READY)
+			pg_atomic_write_u32(&e->lapsed, 1);
 		pg_atomic_write_u32(&e->state, state);
 		SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
 	}
@@ -335,8 +391,8 @@ set_listener(Latch *latch, RLChannelState state)
 }
 
 /*
- * The listener takes over the board. Waiters put up before may have missed
- * messages while none listened: they retry once subscribed anew.
+ * The listener takes over the board, or has new settings. Waiters put up
+ * before may have missed messages: they retry once subscribed anew.
  */
 void
 rl_wakeup_attach(Latch *latch)
@@ -369,11 +425,7 @@ rl_wakeup_scan(RLChannelState (*state) (const char *channel, void *arg),
 		if (e->procno < 0)
 			continue;
 		s = state(e->channel, arg);
-		if (pg_atomic_read_u32(&e->state) != (uint32) s)
-		{
-			pg_atomic_write_u32(&e->state, s);
-			SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
-		}
+		set_state(e, s);
 	}
 	LWLockRelease(board->lock);
 }

@@ -45,6 +45,31 @@ sub waiters_ok
 	$_->close for $holder, @s;
 }
 
+# --- a session with a Redis server of its own ---------------------------------------------
+# redislock.url is a superuser setting that a session (or a role, a
+# database) may set for itself: the listener, which follows the server's
+# settings, cannot hear that server's messages, so such a waiter subscribes
+# by itself. Before, it was put on the board and never woken.
+{
+	my $main  = RedisLockTest::Redis->new;
+	my $other = RedisLockTest::Redis->new;
+	my $node  = RedisLockTest::node('lm_own_url', $main);
+	my $h = RedisLockTest::Session->new($node);
+	my $w = RedisLockTest::Session->new($node);
+	$_->query("SET redislock.url = '" . $other->url . "'") for $h, $w;
+	is($h->query("SELECT redis_lock_acquire('lm:own', '0', '10 min')"), 't',
+		'own url: the holder takes the lock on the other server');
+	$w->start("SELECT redis_lock_acquire('lm:own', '$BOUND s', '10 min')");
+	waits_ok($w, 'own url: the waiter');
+	until_ok('own url: the waiter is subscribed on the other server',
+		sub { subscribers($other) == 1 });
+	is($h->query("SELECT redis_lock_release('lm:own')"), 't', 'own url: the holder releases');
+	my ($v) = $w->finish($BOUND + 30);
+	is($v, 't', 'own url: the waiter is woken and gets the lock');
+	$_->close for $h, $w;
+	$node->stop;
+}
+
 # --- Sentinel ---------------------------------------------------------------------
 {
 	my $master = RedisLockTest::Redis->new;
