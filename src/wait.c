@@ -84,9 +84,9 @@ ensure_subscribed(const RLWait *w, TimestampTz deadline, bool *board,
 }
 
 /*
- * Sleeps until a message, then or a deadlock check at check_at. Returns
- * whether to try again: a message came, then has come, or (listener) a
- * message may have been missed.
+ * Sleeps until a message, retry_at, or a deadlock check due at check_at.
+ * Returns whether to try again: a message came, retry_at has come, or
+ * (listener) a message may have been missed.
  */
 static bool
 sleep_for_message(bool board, const Attempt *a, TimestampTz retry_at,
