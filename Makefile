@@ -33,6 +33,7 @@ OBJS = \
 	src/scripts.o \
 	src/secrets.o \
 	src/semaphore.o \
+	src/settle.o \
 	src/sqlapi.o \
 	src/sqlsync.o \
 	src/status.o \

@@ -1,0 +1,237 @@
+/*
+ * settle.c
+ *	  Bringing Redis back in line with the session's table of holds: trims of
+ *	  hold counts (one pipelined round trip for many locks), the settling of
+ *	  locks left dirty or queued, and quiet steps for cleanup paths.
+ *
+ * src/settle.c
+ */
+#include "postgres.h"
+
+#include <hiredis/hiredis.h>
+
+#include "miscadmin.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "conn.h"
+#include "lock_int.h"
+#include "redislock.h"
+#include "registry.h"
+#include "route.h"
+
+/* Tells the registry which of n locks lose their last hold (keep[i] 0). */
+static void
+mark_releasing(int n, LocalLock **locks, const int32 *keep, bool releasing)
+{
+	for (int i = 0; i < n; i++)
+		if (keep[i] == 0)
+			rl_registry_releasing(locks[i]->slot, locks[i]->generation,
+								  releasing);
+}
+
+/*
+ * Trims this owner's hold count in Redis to keep[i] for each of n locks and
+ * takes it out of their fair queues where it may stand, in one pipelined
+ * round trip. before[i] gets the count Redis had. Returns false when Redis
+ * could not be reached (see rl_cmd_conn); error replies are raised, or with
+ * quiet only logged, and count as done since repeating cannot help. A lock
+ * the worker is settling is not sent before the worker's request has been
+ * answered (it would reach Redis in either order): false after the command
+ * timeout. Where a lock's last hold goes, the registry knows it is being
+ * released until the caller publishes the outcome or frees the slot.
+ */
+bool
+rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
+				 bool quiet)
+{
+	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
+	RLReply   **replies = palloc(sizeof(RLReply *) * n);
+	volatile bool sent;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (locks[i]->unsettled &&
+			!rl_registry_begin_io(locks[i]->slot, rl_command_deadline()))
+		{
+			return rl_fail_on(&rl_cmd_conn, RLF_TIMEOUT, rl_server_desc(),
+							  "The redislock worker's request to settle lock \"%s\" is still unanswered.",
+							  locks[i]->name);
+		}
+		locks[i]->unsettled = false;
+		rl_release_eval(&evals[i], locks[i]->kind, locks[i]->name,
+						rl_hold_owner(locks[i]), keep[i],
+						locks[i]->queued,
+						locks[i]->watchdog ? locks[i]->lease_ms : 0);
+	}
+	mark_releasing(n, locks, keep, true);
+	PG_TRY();
+	{
+		sent = rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL);
+	}
+	PG_CATCH();
+	{
+		mark_releasing(n, locks, keep, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!sent)
+	{
+		mark_releasing(n, locks, keep, false);
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i]->type == REDIS_REPLY_ERROR)
+		{
+			/* repeating cannot help: the lock is settled, as far as it can be */
+			if (!quiet)
+			{
+				rl_set_flags(locks[i], false, false);
+				rl_reply_error(replies[i], RL_OP_RELEASE, locks[i]->name);
+			}
+			ereport(WARNING,
+					(rl_op_errmsg(RL_OP_RELEASE, locks[i]->name),
+					 errdetail_internal("Redis server \"%s\" answered: %s",
+										rl_server_desc(), replies[i]->str)));
+			before[i] = 0;
+			continue;
+		}
+		if (!is_int(replies[i]))
+		{
+			if (!quiet)
+				rl_expect_reply(false, RL_OP_RELEASE, locks[i]->name);
+			before[i] = 0;
+			continue;
+		}
+		before[i] = replies[i]->integer;
+		locks[i]->redis_holds = (int32) Min(before[i], keep[i]);
+	}
+	return true;
+}
+
+/*
+ * Brings Redis in line with the local table for n locks. From SQL calls
+ * (quiet = false) a failure is an ERROR, as the call needs Redis anyway; from
+ * cleanup paths it is logged and the locks stay marked for a later try.
+ */
+bool
+rl_settle_locks(int n, LocalLock **locks, bool quiet)
+{
+	int32	   *keep = palloc(sizeof(int32) * Max(n, 1));
+	int64	   *before = palloc(sizeof(int64) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		keep[i] = total_holds(locks[i]);
+	if (n > 0 && !rl_trim_in_redis(n, locks, keep, before, quiet))
+	{
+		if (!quiet)
+			rl_report(&rl_cmd_conn, ERROR);
+		ereport(WARNING,
+				(errmsg("could not release the Redis locks of this session"),
+				 errdetail_internal("%s", rl_failure_text(&rl_cmd_conn)),
+				 errhint("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		rl_set_flags(locks[i], false, false);
+		rl_forget_if_unused(locks[i]);
+	}
+	return true;
+}
+
+/* Settles every lock of this session that is dirty or may still be queued. */
+void
+rl_settle(bool quiet)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *ll;
+	LocalLock **locks;
+	int			n = 0;
+
+	if (!rl_holds_pending())
+		return;
+	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(rl_local_locks), 1));
+	hash_seq_init(&seq, rl_local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+		if (ll->dirty || ll->queued)
+			locks[n++] = ll;
+	(void) rl_settle_locks(n, locks, quiet);
+}
+
+/*
+ * Tells the worker which locks this session leaves unsettled when a
+ * (sub)transaction ends: the session may not call again for long (an idle
+ * pooled connection, say), and the lock would stay held in Redis until then.
+ */
+void
+rl_hand_unsettled_to_worker(void)
+{
+	HASH_SEQ_STATUS seq;
+	LocalLock  *ll;
+
+	if (!rl_holds_pending())
+		return;
+	hash_seq_init(&seq, rl_local_locks);
+	while ((ll = hash_seq_search(&seq)) != NULL)
+		if ((ll->dirty || ll->queued) && !ll->unsettled && ll->slot >= 0)
+		{
+			rl_registry_set_unsettled(ll->slot, ll->generation);
+			ll->unsettled = true;
+		}
+}
+
+/*
+ * Runs step(arg) from a path that gives up or unwinds an ERROR: Redis gets
+ * CLEANUP_MS at most, interrupts wait, what it allocates goes with the
+ * cleanup context, and a failure is the step's to log. Returns its result.
+ */
+bool
+rl_quietly(bool (*step) (void *arg), void *arg)
+{
+	MemoryContext old = MemoryContextSwitchTo(rl_cleanup_context);
+	volatile bool done = false;
+
+	HOLD_INTERRUPTS();
+	rl_limit_waits(CLEANUP_MS);
+	PG_TRY();
+	{
+		done = step(arg);
+	}
+	PG_FINALLY();
+	{
+		rl_limit_waits(0);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(rl_cleanup_context);
+	RESUME_INTERRUPTS();
+	return done;
+}
+
+typedef struct Trim
+{
+	int			n;
+	LocalLock **locks;
+	const int32 *keep;
+	int64	   *before;
+} Trim;
+
+static bool
+trim_step(void *arg)
+{
+	Trim	   *t = arg;
+
+	return rl_trim_in_redis(t->n, t->locks, t->keep, t->before, true);
+}
+
+/* rl_trim_in_redis() quietly (see rl_quietly); a failure is only logged. */
+bool
+rl_trim_quietly(int n, LocalLock **locks, const int32 *keep, int64 *before)
+{
+	Trim		t = {n, locks, keep, before};
+
+	return rl_quietly(trim_step, &t);
+}
