@@ -45,13 +45,6 @@ typedef enum WaitResult
 RLConn		rl_cmd_conn = {.role = "command"};
 RLConn		rl_sub_conn = {.role = "subscriber"};
 
-/* Where c connects, for messages: never includes secrets. */
-const char *
-rl_conn_desc(const RLConn *c)
-{
-	return c->pinned ? c->node.desc : rl_server.desc;
-}
-
 /* When a request started now must be over: redislock.command_timeout. */
 TimestampTz
 rl_command_deadline(void)
@@ -913,13 +906,6 @@ bool
 rl_is_noscript(const RLReply *r)
 {
 	return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
-}
-
-/* status.lua's refusal of a key that does not hold a lock */
-bool
-rl_is_not_lock(const RLReply *r)
-{
-	return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOTLOCK", 7) == 0;
 }
 
 /*

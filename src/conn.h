@@ -152,9 +152,7 @@ extern TimestampTz rl_command_deadline(void);
 extern void rl_limit_waits(int ms);
 extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
 extern bool rl_is_noscript(const RLReply *r);
-extern bool rl_is_not_lock(const RLReply *r);
 extern void rl_set_arg(RLCommand *cmd, const char *arg, size_t len);
-extern const char *rl_conn_desc(const RLConn *c);
 extern void rl_disconnect(RLConn *c);
 extern bool rl_healthy(RLConn *c);
 
@@ -170,6 +168,9 @@ typedef enum RLOp
 	RL_OP_LATCH
 } RLOp;
 
+/* report.c */
+extern const char *rl_conn_desc(const RLConn *c);
+extern bool rl_is_not_lock(const RLReply *r);
 extern bool rl_fail_on(RLConn *c, RLFailure failure, const char *server,
 					   const char *fmt,...) pg_attribute_printf(4, 5);
 extern char *rl_failure_text(const RLConn *c);

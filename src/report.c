@@ -17,6 +17,20 @@
 #include "conn_int.h"
 #include "redislock.h"
 
+/* Where c connects, for messages: never includes secrets. */
+const char *
+rl_conn_desc(const RLConn *c)
+{
+	return c->pinned ? c->node.desc : rl_server.desc;
+}
+
+/* status.lua's refusal of a key that does not hold a lock */
+bool
+rl_is_not_lock(const RLReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOTLOCK", 7) == 0;
+}
+
 /*
  * Records why c failed: the failure selects the message and SQLSTATE (see
  * rl_report), fmt gives the detail. Always returns false for the caller to
