@@ -623,6 +623,7 @@ TimestampTz
 rl_deadlock_check(const RLWaitFor *wf)
 {
 	Assert(waiting);
+	rl_stat_add(RL_STAT_DEADLOCK_CHECKS, 1);
 	walk(wf);
 	if (check_interval_ms() <= 0)
 		return DT_NOEND;

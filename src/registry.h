@@ -72,6 +72,7 @@ typedef enum RLStat
 	RL_STAT_LOST,
 	RL_STAT_WORKER_RELEASED,
 	RL_STAT_REDIS_ERRORS,
+	RL_STAT_DEADLOCK_CHECKS,	/* after mode in redis_lock_stats: 1.1 */
 	RL_STAT_COUNT
 } RLStat;
 
