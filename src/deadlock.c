@@ -10,7 +10,9 @@
  * the end of the wait deletes, so a waiter that dies leaves it for one TTL
  * at most. A wait that ends while Redis cannot take the delete (the command
  * connection out of sync after a cancel, say) leaves it to the session's
- * next call that reaches Redis (rl_deadlock_settle). Then it walks the graph, one level per two pipelined round trips:
+ * next call that reaches Redis (rl_deadlock_settle).
+ *
+ * Then the wait walks the graph, one level per two pipelined round trips:
  * the holders of the locks the level waits for (lua/wait_holders.lua: owner
  * fields, read and write holders, the owners queued ahead of a fair waiter
  * while the lock is free, a waiting writer's mark), then the edges of those
@@ -423,11 +425,11 @@ pttl_request(Request *r, const char *owner)
 }
 
 /*
- * Whether a member of a cycle still waits the wait its edge (HGETALL reply
- * edge, PTTL reply pttl) says, started at started: a session of this server
- * as the registry says; another server's, as long as its edge was refreshed
- * within its check interval and half of one more (a live waiter refreshes
- * it at each check, at the start of its walk).
+ * Whether a member of a cycle is still in the wait its edge (HGETALL reply
+ * edge, PTTL reply pttl) describes, the one that began at started: for a
+ * session of this server the registry says; another server's must have
+ * refreshed its edge within its check interval and half of one more (a
+ * live waiter refreshes it at each check, as its walk begins).
  */
 static bool
 still_waits(const char *owner, const char *started, const RLReply *edge,
