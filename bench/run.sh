@@ -15,6 +15,9 @@
 #   REDISLOCK_BENCH_SCALE=1        multiplies the loop counts (2, 3, 6)
 #   REDISLOCK_BENCH_REDIS_REQUESTS=40000   redis-benchmark -n
 #   REDISLOCK_BENCH_PERF_SECONDS=5 perf profile of a backend (0 = none)
+#   REDISLOCK_BENCH_WAIT_SECONDS=60 how long each waiter of waitmemory waits
+#   REDISLOCK_BENCH_DEADLOCK_TIMEOUT  its redislock.deadlock_timeout (default:
+#                                  the server's deadlock_timeout)
 #   REDISLOCK_KEEP=1               keep the work directory
 #   REDISLOCK_PGBIN=DIR            bin directory of the PostgreSQL to use
 set -euo pipefail
@@ -62,7 +65,7 @@ done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # bench/RESULTS.md: the targets first, then every workload's section.
-ORDER=(lockrate handoff reentry xact renewal memory tls rwlock semaphore)
+ORDER=(lockrate handoff reentry xact renewal memory waitmemory tls rwlock semaphore)
 HEADER=$(mktemp)
 if [ "$ONLY_RESULTS" = 1 ] && [ -e "$ROOT/bench/RESULTS.md" ]; then
     sed '/^## Targets/,$d' "$ROOT/bench/RESULTS.md" > "$HEADER"   # keep the run's header

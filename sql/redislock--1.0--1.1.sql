@@ -41,6 +41,39 @@ COMMENT ON VIEW redis_locks IS
 
 GRANT SELECT ON redis_locks TO PUBLIC;
 
+-- redis_lock_stats gains deadlock_checks (after mode, so that the 1.1
+-- library can serve the 1.0 shape too): made again as redis_locks is.
+
+DROP VIEW redis_lock_stats;
+DROP FUNCTION redis_lock_stats();
+
+CREATE FUNCTION redis_lock_stats(OUT acquires bigint,
+                                 OUT reentries bigint,
+                                 OUT waits bigint,
+                                 OUT wait_time_ms bigint,
+                                 OUT timeouts bigint,
+                                 OUT releases bigint,
+                                 OUT renewals bigint,
+                                 OUT renewal_failures bigint,
+                                 OUT lost_locks bigint,
+                                 OUT worker_released bigint,
+                                 OUT redis_errors bigint,
+                                 OUT mode text,
+                                 OUT deadlock_checks bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'redis_lock_stats'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION redis_lock_stats() IS
+'counters of redislock on this server since start; see view redis_lock_stats';
+
+CREATE VIEW redis_lock_stats AS SELECT * FROM redis_lock_stats();
+
+COMMENT ON VIEW redis_lock_stats IS
+'redislock counters since server start: fresh acquisitions, reentries, waits and total wait time, waits that ended without the lock, releases, watchdog renewals and failed renewals, locks found lost, locks the worker released for ended sessions, Redis errors; the mode in use (single, sentinel, cluster or redlock); and the deadlock checks of waiting sessions';
+
+GRANT SELECT ON redis_lock_stats TO PUBLIC;
+
 -- Read-write locks (Redisson RReadWriteLock layout) and multi-locks.
 
 CREATE FUNCTION redis_read_lock_acquire(name text,

@@ -366,7 +366,8 @@ CREATE FUNCTION redis_lock_stats(OUT acquires bigint,
                                  OUT lost_locks bigint,
                                  OUT worker_released bigint,
                                  OUT redis_errors bigint,
-                                 OUT mode text)
+                                 OUT mode text,
+                                 OUT deadlock_checks bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'redis_lock_stats'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -377,7 +378,7 @@ COMMENT ON FUNCTION redis_lock_stats() IS
 CREATE VIEW redis_lock_stats AS SELECT * FROM redis_lock_stats();
 
 COMMENT ON VIEW redis_lock_stats IS
-'redislock counters since server start: fresh acquisitions, reentries, waits and total wait time, waits that ended without the lock, releases, watchdog renewals and failed renewals, locks found lost, locks the worker released for ended sessions, Redis errors; and the mode in use (single, sentinel, cluster or redlock)';
+'redislock counters since server start: fresh acquisitions, reentries, waits and total wait time, waits that ended without the lock, releases, watchdog renewals and failed renewals, locks found lost, locks the worker released for ended sessions, Redis errors; the mode in use (single, sentinel, cluster or redlock); and the deadlock checks of waiting sessions';
 
 GRANT SELECT ON redis_locks, redis_lock_stats TO PUBLIC;
 

@@ -265,6 +265,30 @@ rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error, redisReply **
 	}
 }
 
+/* A deep copy of r in the current memory context (NULL stays NULL). */
+RLReply *
+rl_reply_dup(const RLReply *r)
+{
+	RLReply    *out;
+
+	if (r == NULL)
+		return NULL;
+	out = palloc(sizeof(RLReply));
+	*out = *r;
+	if (r->str != NULL)
+	{
+		out->str = palloc(r->len + 1);
+		memcpy(out->str, r->str, r->len + 1);
+	}
+	if (r->element != NULL)
+	{
+		out->element = palloc0(sizeof(RLReply *) * Max(r->elements, 1));
+		for (size_t i = 0; i < r->elements; i++)
+			out->element[i] = rl_reply_dup(r->element[i]);
+	}
+	return out;
+}
+
 RLReply *
 rl_copy_reply(const redisReply *r)
 {

@@ -151,6 +151,7 @@ extern bool rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies);
 extern TimestampTz rl_command_deadline(void);
 extern void rl_limit_waits(int ms);
 extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
+extern RLReply *rl_reply_dup(const RLReply *r);
 extern bool rl_is_noscript(const RLReply *r);
 extern void rl_set_arg(RLCommand *cmd, const char *arg, size_t len);
 extern void rl_disconnect(RLConn *c);

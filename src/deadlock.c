@@ -5,9 +5,14 @@
  *
  * A wait that has lasted redislock.deadlock_timeout publishes its wait-for
  * edge: the hash redislock_waits:{<owner id>} (server, pid, started, kind,
- * fair, n, name1..name<n>), with a TTL that each check refreshes and that
+ * fair, n, name1..name<n>, and every and ttl: its check interval and the
+ * TTL it was written with), with a TTL that each check refreshes and that
  * the end of the wait deletes, so a waiter that dies leaves it for one TTL
- * at most. Then it walks the graph, one level per two pipelined round trips:
+ * at most. A wait that ends while Redis cannot take the delete (the command
+ * connection out of sync after a cancel, say) leaves it to the session's
+ * next call that reaches Redis (rl_deadlock_settle).
+ *
+ * Then the wait walks the graph, one level per two pipelined round trips:
  * the holders of the locks the level waits for (lua/wait_holders.lua: owner
  * fields, read and write holders, the owners queued ahead of a fair waiter
  * while the lock is free, a waiting writer's mark), then the edges of those
@@ -29,7 +34,11 @@
  * the victim reads the whole cycle again in one round trip (every edge still
  * the same wait, every lock still held by the next member): a cycle seen
  * twice in a row is not an artefact of a holder that moved on meanwhile.
- * The victim's own holds cannot change while it walks.
+ * An edge alone does not prove a wait, as one can outlive its wait: every
+ * member must also be seen waiting, a session of this server in the
+ * registry (the same wait: its start), another server's by an edge
+ * refreshed within its check interval (and half of one more, for the walk
+ * that refreshes it). The victim's own holds cannot change while it walks.
  *
  * Not with Redlock: a hold there is a majority of independent masters, and
  * so would every edge have to be; waits are still shown in redis_lock_waits.
@@ -67,6 +76,9 @@ int			rl_deadlock_timeout = -1;
 static bool waiting = false;
 static bool edge_published = false;
 static TimestampTz wait_started;
+
+/* An edge of an ended wait that Redis did not take the delete of. */
+static bool edge_left = false;
 
 /* One session seen by a walk, and how it was reached. */
 typedef struct WalkNode
@@ -131,11 +143,11 @@ server_identity(void)
 	return psprintf("%s:%d", host, PostPortNumber);
 }
 
-/* When our wait started, in ms since the Unix epoch: the edge's "started". */
+/* When a wait started, in ms since the Unix epoch: an edge's "started". */
 static char *
-started_text(void)
+started_text(TimestampTz started)
 {
-	return rl_int64_arg(wait_started / 1000 +
+	return rl_int64_arg(started / 1000 +
 						(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
 						SECS_PER_DAY * 1000);
 }
@@ -235,11 +247,15 @@ edge_request(Request *r, const RLWaitFor *wf)
 	add_arg(r, "pid");
 	add_arg(r, psprintf("%d", MyProcPid));
 	add_arg(r, "started");
-	add_arg(r, started_text());
+	add_arg(r, started_text(wait_started));
 	add_arg(r, "kind");
 	add_arg(r, kind_label(wf->kind));
 	add_arg(r, "fair");
 	add_arg(r, wf->fair ? "1" : "0");
+	add_arg(r, "every");
+	add_arg(r, psprintf("%d", check_interval_ms()));
+	add_arg(r, "ttl");
+	add_arg(r, rl_int64_arg(edge_ttl_ms()));
 	add_arg(r, "n");
 	add_arg(r, psprintf("%d", wf->n));
 	for (int i = 0; i < wf->n; i++)
@@ -399,6 +415,50 @@ reply_has(const RLReply *r, const char *owner)
 	return false;
 }
 
+static void
+pttl_request(Request *r, const char *owner)
+{
+	memset(r, 0, sizeof(*r));
+	r->key = edge_key(owner);
+	add_arg(r, "PTTL");
+	add_arg(r, r->key);
+}
+
+/*
+ * Whether a member of a cycle is still in the wait its edge (HGETALL reply
+ * edge, PTTL reply pttl) describes, the one that began at started: for a
+ * session of this server the registry says; another server's must have
+ * refreshed its edge within its check interval and half of one more (a
+ * live waiter refreshes it at each check, as its walk begins).
+ */
+static bool
+still_waits(const char *owner, const char *started, const RLReply *edge,
+			const RLReply *pttl)
+{
+	TimestampTz since;
+	const char *every;
+	const char *ttl;
+	int64		every_ms;
+
+	switch (rl_registry_owner_wait(owner, &since))
+	{
+		case RL_OWNER_WAITS:
+			return strcmp(started_text(since), started) == 0;
+		case RL_OWNER_IDLE:
+			return false;
+		case RL_OWNER_ELSEWHERE:
+			break;
+	}
+	every = field(edge, "every");
+	ttl = field(edge, "ttl");
+	if (every == NULL || ttl == NULL || pttl->type != REDIS_REPLY_INTEGER ||
+		pttl->integer < 0)
+		return false;
+	every_ms = strtoi64(every, NULL, 10);
+	return every_ms > 0 &&
+		strtoi64(ttl, NULL, 10) - pttl->integer <= every_ms + every_ms / 2;
+}
+
 /*
  * Reads the cycle again in one round trip: every member after us still in
  * the same wait, and every lock of the cycle still held by the next member.
@@ -406,15 +466,18 @@ reply_has(const RLReply *r, const char *owner)
 static bool
 cycle_confirmed(int k, WalkNode **cycle)
 {
-	Request    *reqs = palloc(sizeof(Request) * 2 * k);
-	RLReply   **replies = palloc(sizeof(RLReply *) * 2 * k);
+	Request    *reqs = palloc(sizeof(Request) * 3 * k);
+	RLReply   **replies = palloc(sizeof(RLReply *) * 3 * k);
 	int			n = 0;
 
 	for (int i = 0; i < k; i++)
 		holders_request(&reqs[n++], cycle[i]->owner, cycle[i]->kind,
 						cycle[i]->fair, cycle[(i + 1) % k]->via);
 	for (int i = 1; i < k; i++)
+	{
 		hgetall_request(&reqs[n++], cycle[i]->owner);
+		pttl_request(&reqs[n++], cycle[i]->owner);
+	}
 	run_or_raise(n, reqs, replies);
 	for (int i = 0; i < k; i++)
 	{
@@ -425,10 +488,15 @@ cycle_confirmed(int k, WalkNode **cycle)
 	}
 	for (int i = 1; i < k; i++)
 	{
-		const RLReply *r = replies[k + i - 1];
-		const char *started = r->type == REDIS_REPLY_ARRAY ? field(r, "started") : NULL;
+		const RLReply *edge = replies[k + 2 * (i - 1)];
+		const RLReply *pttl = replies[k + 2 * (i - 1) + 1];
+		const char *started;
 
-		if (started == NULL || strcmp(started, cycle[i]->started) != 0)
+		if (edge->type != REDIS_REPLY_ARRAY)
+			return false;
+		started = field(edge, "started");
+		if (started == NULL || strcmp(started, cycle[i]->started) != 0 ||
+			!still_waits(cycle[i]->owner, started, edge, pttl))
 			return false;
 	}
 	return true;
@@ -486,7 +554,7 @@ walk(const RLWaitFor *wf)
 	nodes[0].parent = -1;
 	nodes[0].server = pstrdup(server_identity());
 	nodes[0].pid = MyProcPid;
-	nodes[0].started = started_text();
+	nodes[0].started = started_text(wait_started);
 	nodes[0].kind = wf->kind;
 	nodes[0].fair = wf->fair;
 	nodes[0].n = wf->n;
@@ -534,6 +602,7 @@ walk(const RLWaitFor *wf)
 			if (replies[0]->type == REDIS_REPLY_ERROR)
 				bad_reply(replies[0], "the wait-for edge of this session");
 			edge_published = true;
+			edge_left = false;	/* written over by this wait's */
 		}
 
 		/* the holders: back at us, or new sessions to look at */
@@ -623,10 +692,20 @@ TimestampTz
 rl_deadlock_check(const RLWaitFor *wf)
 {
 	Assert(waiting);
+	rl_stat_add(RL_STAT_DEADLOCK_CHECKS, 1);
 	walk(wf);
 	if (check_interval_ms() <= 0)
 		return DT_NOEND;
 	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), check_interval_ms());
+}
+
+static void
+delete_request(Request *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->key = edge_key(rl_owner_id());
+	add_arg(r, "DEL");
+	add_arg(r, r->key);
 }
 
 static bool
@@ -635,17 +714,16 @@ delete_edge(void *arg)
 	Request		r;
 	RLReply    *reply;
 
-	memset(&r, 0, sizeof(r));
-	r.key = edge_key(rl_owner_id());
-	add_arg(&r, "DEL");
-	add_arg(&r, r.key);
+	delete_request(&r);
 	return run_requests(1, &r, &reply);
 }
 
 /*
  * The wait ended, whichever way: our edge goes (if the wait published
  * one), quietly and within CLEANUP_MS, since this may run on the way out
- * of an ERROR; if Redis cannot be reached, its TTL removes it.
+ * of an ERROR; if Redis cannot take it now, the session's next call that
+ * reaches Redis deletes it (or its TTL removes it first). Until then no
+ * cycle through it is confirmed: the registry says we no longer wait.
  */
 void
 rl_deadlock_wait_end(void)
@@ -657,9 +735,27 @@ rl_deadlock_wait_end(void)
 	if (!edge_published)
 		return;
 	edge_published = false;
-	if (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn))
+	edge_left = (rl_mode() != RL_MODE_CLUSTER && !rl_healthy(&rl_cmd_conn)) ||
+		!rl_quietly(delete_edge, NULL);
+}
+
+/*
+ * At the start of a call that goes to Redis anyway: deletes the edge an
+ * ended wait left behind. Raises, as the call would, when Redis cannot be
+ * reached; the edge is then still left for the next call.
+ */
+void
+rl_deadlock_settle(void)
+{
+	Request		r;
+	RLReply    *reply;
+
+	if (!edge_left)
 		return;
-	(void) rl_quietly(delete_edge, NULL);
+	Assert(!waiting);
+	delete_request(&r);
+	run_or_raise(1, &r, &reply);
+	edge_left = false;
 }
 
 /*

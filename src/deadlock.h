@@ -33,6 +33,7 @@ extern int	rl_deadlock_timeout;
 extern TimestampTz rl_deadlock_wait_begin(const RLWaitFor *wf, TimestampTz start);
 extern TimestampTz rl_deadlock_check(const RLWaitFor *wf);
 extern void rl_deadlock_wait_end(void);
+extern void rl_deadlock_settle(void);
 
 extern bool rl_waits_holders(int n, const RLWaitCopy *waits, char ***holders,
 							 int *nholders);

@@ -30,16 +30,19 @@ typedef struct MultiLock
 	int64		lease_ms;
 	int64	   *token;			/* filled when taken */
 	bool	   *fresh;
-	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
 } MultiLock;
 
-/* One try of acquire_all.lua; a->acquired, or a->pttl of the blocker. */
+/*
+ * One try of acquire_all.lua; a->acquired (and a->wait, the WAIT sent with
+ * it), or a->pttl of the blocker.
+ */
 static void
 attempt_all(void *arg, Attempt *a)
 {
 	MultiLock  *m = arg;
 	RLEval		e;
 	RLReply    *r;
+	RLReply    *wait;
 
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_acquire_all;
@@ -55,7 +58,7 @@ attempt_all(void *arg, Attempt *a)
 		e.args[3 + i] = rl_int64_arg(m->target[i]);
 		rl_mark_dirty(m->locks[i]);
 	}
-	r = rl_run_acquisition(&e, &m->wait);
+	r = rl_run_acquisition(&e, &wait);
 
 	/* Redis answered: the outcome is known, whatever it is */
 	for (int i = 0; i < m->n; i++)
@@ -72,6 +75,7 @@ attempt_all(void *arg, Attempt *a)
 					RL_OP_ACQUIRE, m->req->name);
 	memset(a, 0, sizeof(*a));
 	a->acquired = r->element[0]->integer == 1;
+	a->wait = wait;
 	if (!a->acquired)
 	{
 		a->pttl = r->element[1]->integer;
@@ -90,13 +94,13 @@ attempt_all(void *arg, Attempt *a)
  * given back and the call fails, as a single acquisition does.
  */
 static void
-confirm_on_replicas(MultiLock *m)
+confirm_on_replicas(MultiLock *m, const RLReply *wait)
 {
 	int32	   *keep = palloc(sizeof(int32) * m->n);
 	int64	   *before = palloc(sizeof(int64) * m->n);
 	bool		given_back;
 
-	if (m->wait->type == REDIS_REPLY_INTEGER && m->wait->integer >= rl_sync_replicas)
+	if (wait->type == REDIS_REPLY_INTEGER && wait->integer >= rl_sync_replicas)
 		return;
 	for (int i = 0; i < m->n; i++)
 	{
@@ -107,7 +111,7 @@ confirm_on_replicas(MultiLock *m)
 	if (given_back)
 		for (int i = 0; i < m->n; i++)
 			rl_set_flags(m->locks[i], false, false);
-	rl_replicas_unconfirmed(m->wait, m->req->name, given_back);
+	rl_replicas_unconfirmed(wait, m->req->name, given_back);
 }
 
 /* All on one node: one script, and a wait on every name's channel. */
@@ -140,8 +144,8 @@ take_at_once(MultiLock *m)
 	}
 	if (!a.acquired)
 		return false;
-	if (m->wait != NULL)
-		confirm_on_replicas(m);
+	if (a.wait != NULL)
+		confirm_on_replicas(m, a.wait);
 	for (int i = 0; i < m->n; i++)
 	{
 		a.token = m->token[i];

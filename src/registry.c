@@ -759,12 +759,9 @@ rl_registry_wait_snapshot(RLWaitCopy **copies)
 	return n;
 }
 
-/*
- * The pid of the session of this server with that owner id, or 0: another
- * server's session, a Redisson client, or a session that has ended.
- */
-int
-rl_registry_owner_pid(const char *owner)
+/* The session number of an owner id of this server, or 0. */
+static uint64
+session_of(const char *owner)
 {
 	size_t		idlen = strlen(shared->instance_id);
 	char	   *end;
@@ -774,12 +771,51 @@ rl_registry_owner_pid(const char *owner)
 		return 0;
 	errno = 0;
 	session = strtou64(owner + idlen + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || session == 0)
+	if (errno != 0 || *end != '\0')
+		return 0;
+	return session;
+}
+
+/*
+ * The pid of the session of this server with that owner id, or 0: another
+ * server's session, a Redisson client, or a session that has ended.
+ */
+int
+rl_registry_owner_pid(const char *owner)
+{
+	uint64		session = session_of(owner);
+
+	if (session == 0)
 		return 0;
 	for (int i = 0; i < total_procs(); i++)
 		if (proc_sessions[i] == session)
 			return ProcGlobal->allProcs[i].pid;
 	return 0;
+}
+
+/*
+ * Whether the session with that owner id waits now, if it is one of this
+ * server's (*started: since when). A session of ours that has ended waits
+ * for nothing.
+ */
+RLOwnerWait
+rl_registry_owner_wait(const char *owner, TimestampTz *started)
+{
+	uint64		session = session_of(owner);
+	RLOwnerWait result = RL_OWNER_IDLE;
+
+	if (session == 0)
+		return RL_OWNER_ELSEWHERE;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < total_procs(); i++)
+		if (proc_sessions[i] == session && proc_waits[i].session == session)
+		{
+			*started = proc_waits[i].wait.started;
+			result = RL_OWNER_WAITS;
+			break;
+		}
+	LWLockRelease(shared->lock);
+	return result;
 }
 
 void

@@ -72,6 +72,7 @@ typedef enum RLStat
 	RL_STAT_LOST,
 	RL_STAT_WORKER_RELEASED,
 	RL_STAT_REDIS_ERRORS,
+	RL_STAT_DEADLOCK_CHECKS,	/* after mode in redis_lock_stats: 1.1 */
 	RL_STAT_COUNT
 } RLStat;
 
@@ -152,6 +153,17 @@ extern void rl_registry_wait_begin(RLKind kind, bool fair, int n,
 extern void rl_registry_wait_end(void);
 extern int	rl_registry_wait_snapshot(RLWaitCopy **copies);
 extern int	rl_registry_owner_pid(const char *owner);
+
+/* Whether a session waits, as rl_registry_owner_wait() knows it. */
+typedef enum RLOwnerWait
+{
+	RL_OWNER_ELSEWHERE,			/* not a session of this server */
+	RL_OWNER_IDLE,				/* ours, and not waiting (or ended) */
+	RL_OWNER_WAITS				/* ours, and waiting */
+} RLOwnerWait;
+
+extern RLOwnerWait rl_registry_owner_wait(const char *owner,
+										  TimestampTz *started);
 
 extern void rl_stat_add(RLStat stat, uint64 n);
 extern uint64 rl_stat_get(RLStat stat);

@@ -15,6 +15,7 @@
 #include "utils/memutils.h"
 
 #include "conn.h"
+#include "deadlock.h"
 #include "lock_int.h"
 #include "redislock.h"
 #include "registry.h"
@@ -142,7 +143,10 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 	return true;
 }
 
-/* Settles every lock of this session that is dirty or may still be queued. */
+/*
+ * Settles every lock of this session that is dirty or may still be queued;
+ * from SQL calls, also deletes a wait-for edge an ended wait left behind.
+ */
 void
 rl_settle(bool quiet)
 {
@@ -151,6 +155,8 @@ rl_settle(bool quiet)
 	LocalLock **locks;
 	int			n = 0;
 
+	if (!quiet)
+		rl_deadlock_settle();
 	if (!rl_holds_pending())
 		return;
 	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(rl_local_locks), 1));

@@ -180,10 +180,18 @@ redis_lock_stats(PG_FUNCTION_ARGS)
 	require_preload();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	for (int i = 0; i < RL_STAT_COUNT; i++)
+	for (int i = 0; i < RL_STAT_DEADLOCK_CHECKS; i++)
 		values[i] = Int64GetDatum((int64) rl_stat_get((RLStat) i));
 	/* the deployment these settings describe, as redis_lock_status() says */
-	values[RL_STAT_COUNT] = CStringGetTextDatum(rl_mode_name());
+	values[RL_STAT_DEADLOCK_CHECKS] = CStringGetTextDatum(rl_mode_name());
+	/*
+	 * Counters added since 1.0 follow mode; a 1.0 database declares none,
+	 * and heap_form_tuple takes only the declared columns' values.
+	 */
+	for (int i = RL_STAT_DEADLOCK_CHECKS; i < RL_STAT_COUNT; i++)
+		values[i + 1] = Int64GetDatum((int64) rl_stat_get((RLStat) i));
+	Assert(tupdesc->natts == RL_STAT_DEADLOCK_CHECKS + 1 ||
+		   tupdesc->natts == RL_STAT_COUNT + 1);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 

@@ -12,6 +12,7 @@
 
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -119,6 +120,13 @@ sleep_for_message(bool board, const Attempt *a, TimestampTz retry_at,
  * A wait blocked for redislock.deadlock_timeout checks for a deadlock
  * (deadlock.c), and again each deadlock_timeout while still blocked; until
  * then it costs one timestamp comparison per round.
+ *
+ * A wait may last for hours: each round (its attempt, its check, its sleep)
+ * allocates in a context of its own, reset when the next round begins, so
+ * that the caller's context does not grow with the length of the wait. What
+ * outlives the round is copied out of it: the WAIT reply of the attempt
+ * that took it (a->wait). Attempts keep nothing else allocated: the rest of
+ * what they report is plain values, in *a or in arrays of the caller.
  */
 bool
 rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
@@ -129,6 +137,9 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
 	volatile bool acquired = false;
 	TimestampTz check_at;
+	MemoryContext caller = CurrentMemoryContext;
+	MemoryContext round = AllocSetContextCreate(caller, "redislock wait round",
+												ALLOCSET_DEFAULT_SIZES);
 
 	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
 		deadline = TimestampTzPlusMilliseconds(start, req->wait_ms);
@@ -148,6 +159,9 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 
 		for (;;)
 		{
+			MemoryContextSwitchTo(caller);
+			MemoryContextReset(round);
+			MemoryContextSwitchTo(round);
 			ensure_subscribed(w, deadline, &board, &again);
 			if (again)
 			{
@@ -166,9 +180,15 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 				check_at = rl_deadlock_check(&w->wait_for);
 			again = sleep_for_message(board, a, retry_at, check_at, deadline);
 		}
+		MemoryContextSwitchTo(caller);
+		/* taken: by this round's attempt, whose reply is still there */
+		a->wait = acquired ? rl_reply_dup(a->wait) : NULL;
 	}
 	PG_CATCH();
 	{
+		MemoryContextSwitchTo(caller);
+		MemoryContextDelete(round);
+		a->wait = NULL;
 		rl_wakeup_end(false);
 		rl_disconnect(&rl_sub_conn);
 		rl_redlock_unsubscribe(true);
@@ -178,6 +198,7 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	MemoryContextDelete(round);
 
 	rl_wakeup_end(acquired);
 	rl_deadlock_wait_end();
