@@ -111,7 +111,7 @@ $started = oq($restart_sql);
 	# third renewal after this point began after the second ended, and so
 	# took its look at A's slot after A drew its owner id.
 	my $ticker = session('super');
-	$ticker->query(q{SET redislock.watchdog_timeout = '1s'});
+	$ticker->query(q{SET redislock.watchdog_timeout = '3s'});
 	$ticker->query(q{SELECT redis_lock_acquire('c:ticker')});
 	my $r0 = oq('SELECT renewals FROM redis_lock_stats');
 	until_ok('(c) the worker has swept at least once since A drew its owner id',
@@ -283,6 +283,13 @@ until_ok('(a): the sessions\' locks are gone from redis_locks once they ended', 
 	oq('SELECT count(*) FROM redis_locks WHERE pid <> ' . $setup->pid) == 0;
 });
 $setup->close;
+until_ok('(a): no lock, fair queue or wait-for edge of (a) is left in Redis', sub {
+	my @left = (@{ redis_cmd($redis, 'KEYS', 'a:free*') },
+		@{ redis_cmd($redis, 'KEYS', 'redislock_waits:*') },
+		grep { redis_cmd($redis, 'EXISTS', $_) }
+		  ('a:held', 'a:fair', 'a:rw', 'redisson_lock_queue:{a:fair}'));
+	@left == 0;
+});
 
 # --- (b) every kind of wait x every way it ends ---------------------------------------
 #
