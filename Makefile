@@ -12,6 +12,7 @@
 
 MODULE_big = redislock
 OBJS = \
+	src/cleanup.o \
 	src/config.o \
 	src/conn.o \
 	src/deadlock.o \

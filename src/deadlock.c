@@ -59,6 +59,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "cleanup.h"
 #include "conn.h"
 #include "deadlock.h"
 #include "lock_int.h"

@@ -13,7 +13,6 @@
 #include "common/hashfn.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "conn.h"
@@ -24,7 +23,6 @@
 
 HTAB	   *rl_local_locks = NULL;
 static int	npending = 0;		/* entries that are dirty or queued */
-MemoryContext rl_cleanup_context = NULL;
 static char owner_id[RL_OWNER_MAX];
 
 const char *
@@ -101,21 +99,21 @@ local_key_hash(const void *key, Size keysize)
 	return h;
 }
 
-static void
-ensure_local_table(void)
+/*
+ * At load (_PG_init): the table exists before any call or callback can look
+ * at it, whichever primitive the session uses first.
+ */
+void
+rl_holds_init(void)
 {
 	HASHCTL		ctl;
 
-	if (rl_local_locks)
-		return;
+	Assert(rl_local_locks == NULL);
 	ctl.keysize = offsetof(LocalLock, id) + sizeof(((LocalLock *) NULL)->id);
 	ctl.entrysize = sizeof(LocalLock);
 	ctl.hash = local_key_hash;
 	rl_local_locks = hash_create("redislock held locks", 16, &ctl,
 								 HASH_ELEM | HASH_FUNCTION);
-	rl_cleanup_context = AllocSetContextCreate(TopMemoryContext,
-											   "redislock cleanup",
-											   ALLOCSET_SMALL_SIZES);
 }
 
 /* The hash key of a hold: its name, zero-padded, its kind and id. */
@@ -135,7 +133,6 @@ rl_local_find_id(const char *name, RLKind kind, const char *id)
 {
 	LocalLock	key;
 
-	ensure_local_table();
 	local_key(&key, name, kind, id);
 	return hash_search(rl_local_locks, &key, HASH_FIND, NULL);
 }
@@ -307,7 +304,7 @@ rl_publish(LocalLock *ll, bool fresh, bool renewed)
 	info.fresh = fresh;
 	info.renewed = renewed;
 	info.masters = (int16) ll->masters;
-	ll->epoch = rl_registry_publish(ll->slot, &info);
+	ll->epoch = rl_registry_publish(ll->slot, ll->generation, &info);
 }
 
 /* Sets ll's flags, keeping count of entries that need settling. */

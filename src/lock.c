@@ -509,7 +509,7 @@ held_quietly(const LocalLock *ll)
 {
 	return ll->kind == RL_KIND_LOCK && ll->watchdog && ll->session_holds > 0 &&
 		!ll->dirty && !ll->queued && !ll->releasing && !ll->unsettled &&
-		rl_registry_lease_alive(ll->slot);
+		rl_registry_lease_alive(ll->slot, ll->generation);
 }
 
 /* Takes or waits for the lock of entry ll; returns whether it was taken. */
@@ -528,7 +528,7 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 		return true;
 	}
 	if (total_holds(ll) > 0 && lease_ms > ll->lease_ms)
-		rl_registry_attempt(ll->slot, lease_ms);
+		rl_registry_attempt(ll->slot, ll->generation, lease_ms);
 	if (!rl_take_hold(ll, req, target, &a))
 		return false;
 	rl_record_hold(ll, req, lease_ms, &a);
@@ -695,7 +695,7 @@ rl_lock_release_all(void)
 	int			released = 0;
 
 	rl_settle(false);
-	if (rl_local_locks == NULL || hash_get_num_entries(rl_local_locks) == 0)
+	if (hash_get_num_entries(rl_local_locks) == 0)
 		return 0;
 	locks = palloc(sizeof(LocalLock *) * hash_get_num_entries(rl_local_locks));
 	keep = palloc(sizeof(int32) * hash_get_num_entries(rl_local_locks));
@@ -776,7 +776,8 @@ rl_lock_fencing_token(const char *name, int64 *token)
 	if (ll == NULL)
 		ll = rl_local_find(name, RL_KIND_WRITE);
 
-	if (ll == NULL || total_holds(ll) == 0 || rl_registry_is_lost(ll->slot))
+	if (ll == NULL || total_holds(ll) == 0 ||
+		rl_registry_is_lost(ll->slot, ll->generation))
 		return false;
 	*token = ll->token;
 	return true;

@@ -58,6 +58,7 @@ typedef struct RLNodeStatus
 struct RLEval;
 
 extern void rl_lock_init(void);
+extern void rl_holds_init(void);
 extern void rl_release_eval(struct RLEval *e, RLKind kind, const char *name,
 							const char *owner, int32 keep, bool leave,
 							int64 mark_ms);

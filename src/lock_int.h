@@ -18,14 +18,6 @@
 #include "lock.h"
 #include "redislock.h"
 
-/*
- * The longest a cleanup path (after COMMIT, at abort, at exit) may wait for
- * Redis in all, whatever redislock.connect_timeout and command_timeout say:
- * it runs with interrupts held, so it must not make a backend unkillable.
- * What it cannot finish is left to the next call or to the worker.
- */
-#define CLEANUP_MS 2000	/* per cleanup step */
-
 /* What this session holds of one lock. */
 typedef struct LocalLock
 {
@@ -86,7 +78,6 @@ typedef struct RLWait
 
 /* holds.c: the session's table of held locks, keyed by name and kind */
 extern HTAB *rl_local_locks;
-extern MemoryContext rl_cleanup_context;
 
 /* The Redis keys of a lock besides the hash itself (see rl_prefixed_key). */
 extern char *rl_prefixed_key(const char *prefix, const char *name);
@@ -191,7 +182,6 @@ extern void rl_expect_reply(bool ok, RLOp op, const char *name);
 /* lock.c: the engine's Redis side */
 extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
 							 int64 *before, bool quiet);
-extern bool rl_quietly(bool (*step) (void *arg), void *arg);
 extern bool rl_trim_quietly(int n, LocalLock **locks, const int32 *keep,
 							int64 *before);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);

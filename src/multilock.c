@@ -332,7 +332,8 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, NULL, lease_ms);
 			m.target[nlocks] = total_holds(m.locks[nlocks]) + 1;
 			if (m.target[nlocks] > 1 && lease_ms > m.locks[nlocks]->lease_ms)
-				rl_registry_attempt(m.locks[nlocks]->slot, lease_ms);
+				rl_registry_attempt(m.locks[nlocks]->slot,
+										m.locks[nlocks]->generation, lease_ms);
 		}
 		if (rl_mode() != RL_MODE_CLUSTER || rl_same_slot(n, names))
 			taken = take_at_once(&m);

@@ -14,6 +14,7 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "cleanup.h"
 #include "conn.h"
 #include "deadlock.h"
 #include "lock.h"
@@ -396,5 +397,8 @@ _PG_init(void)
 
 	rl_secrets_init();
 
+	/* what cleanup paths use exists before the first call can need it */
+	rl_cleanup_init();
+	rl_holds_init();
 	rl_lock_init();
 }

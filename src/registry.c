@@ -170,7 +170,29 @@ rl_registry_attached(void)
 }
 
 /*
- * A new owner id for this session. Without shared memory (not preloaded) the
+ * This session's number, drawn on first use (shared memory exists only
+ * once the backend runs, so not at load) by whatever needs it first: its
+ * owner id, a reservation, a wait. Every slot and wait entry of the
+ * session records it, and the worker takes a slot whose number its
+ * process slot no longer shows for one of an ended session: a slot taken
+ * before the number was drawn would look ended the moment it was.
+ */
+static uint64
+session_number(void)
+{
+	if (my_session == 0)
+	{
+		Assert(shared != NULL && MyProc != NULL);
+		my_session = pg_atomic_fetch_add_u64(&shared->next_session, 1);
+		proc_sessions[MyProc->pgprocno] = my_session;
+		on_shmem_exit(forget_session, (Datum) 0);
+	}
+	Assert(my_session != 0 && proc_sessions[MyProc->pgprocno] == my_session);
+	return my_session;
+}
+
+/*
+ * This session's owner id. Without shared memory (not preloaded) the
  * backend draws its own random instance id, which is unique just as well.
  */
 void
@@ -178,19 +200,35 @@ rl_registry_owner_id(char *buf, size_t size)
 {
 	char		own[37];
 
-	if (shared)
+	if (shared && MyProc != NULL)
 	{
-		my_session = pg_atomic_fetch_add_u64(&shared->next_session, 1);
-		snprintf(buf, size, "%s:" UINT64_FORMAT, shared->instance_id, my_session);
-		if (MyProc != NULL)
-		{
-			proc_sessions[MyProc->pgprocno] = my_session;
-			on_shmem_exit(forget_session, (Datum) 0);
-		}
+		snprintf(buf, size, "%s:" UINT64_FORMAT, shared->instance_id,
+				 session_number());
 		return;
 	}
 	random_uuid(own);
 	snprintf(buf, size, "%s:%d", own, MyProcPid);
+}
+
+/*
+ * The slot index as the session that reserved it (generation) left it, or
+ * NULL if it changed hands since: the worker frees the slots of sessions it
+ * takes for ended. Only the session itself calls this, under the lock or
+ * for a field only it writes.
+ */
+static RLSlot *
+own_slot(int index, uint32 generation)
+{
+	RLSlot	   *s;
+
+	Assert(index >= 0 && index < shared->nslots);
+	s = &shared->slots[index];
+	if (s->generation != generation)
+		return NULL;
+	Assert(s->state != RL_SLOT_FREE);
+	Assert(my_session != 0 && s->session == my_session &&
+		   s->procno == MyProc->pgprocno);
+	return s;
 }
 
 /*
@@ -206,9 +244,11 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 {
 	RLSlot	   *s;
 	int			index;
+	uint64		session;
 
 	if (shared == NULL)
 		return -1;
+	session = session_number();
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	index = shared->free_head;
 	if (index < 0)
@@ -222,13 +262,14 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 				 errhint("Raise redislock.max_locks (needs a restart).")));
 	}
 	s = &shared->slots[index];
+	Assert(s->state == RL_SLOT_FREE);
 	shared->free_head = s->next_free;
 	s->generation++;
 	s->state = RL_SLOT_RESERVED;
 	s->kind = (uint8) kind;
 	s->pid = MyProcPid;
 	s->procno = MyProc->pgprocno;
-	s->session = my_session;
+	s->session = session;
 	s->unsettled = false;
 	s->worker_busy = false;
 	s->releasing = false;
@@ -254,25 +295,29 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
  * the worker must go on releasing for that long.
  */
 void
-rl_registry_attempt(int index, int64 lease_ms)
+rl_registry_attempt(int index, uint32 generation, int64 lease_ms)
 {
 	RLSlot	   *s;
 
 	if (index < 0)
 		return;
-	s = &shared->slots[index];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	s->lease_ms = Max(s->lease_ms, lease_ms);
-	s->renewed_at = GetCurrentTimestamp();
+	s = own_slot(index, generation);
+	if (s != NULL)
+	{
+		s->lease_ms = Max(s->lease_ms, lease_ms);
+		s->renewed_at = GetCurrentTimestamp();
+	}
 	LWLockRelease(shared->lock);
 }
 
 /*
  * Publishes what this session now holds of the lock in slot index. Returns
- * the slot's epoch, bumped when the hold is fresh.
+ * the slot's epoch, bumped when the hold is fresh; 0 if the slot changed
+ * hands, which nothing of ours is then written to.
  */
 uint32
-rl_registry_publish(int index, const RLSlotInfo *info)
+rl_registry_publish(int index, uint32 generation, const RLSlotInfo *info)
 {
 	RLSlot	   *s;
 	bool		wake_worker = false;
@@ -280,8 +325,13 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 
 	if (index < 0)
 		return 0;
-	s = &shared->slots[index];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	s = own_slot(index, generation);
+	if (s == NULL)
+	{
+		LWLockRelease(shared->lock);
+		return 0;
+	}
 	if (info->fresh)
 		s->epoch++;
 	s->session_holds = info->session_holds;
@@ -401,7 +451,7 @@ rl_registry_wake_worker(void)
  * Redis got it in full, not run out (a renewal may be stuck).
  */
 bool
-rl_registry_lease_alive(int index)
+rl_registry_lease_alive(int index, uint32 generation)
 {
 	bool		alive;
 	RLSlot	   *s;
@@ -409,22 +459,28 @@ rl_registry_lease_alive(int index)
 	if (index < 0)
 		return false;
 	LWLockAcquire(shared->lock, LW_SHARED);
-	s = &shared->slots[index];
-	alive = s->state == RL_SLOT_HELD &&
+	s = own_slot(index, generation);
+	alive = s != NULL && s->state == RL_SLOT_HELD &&
 		TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms) > GetCurrentTimestamp();
 	LWLockRelease(shared->lock);
 	return alive;
 }
 
+/*
+ * Whether the hold of slot index is lost: marked so, or the slot changed
+ * hands (only the worker takes a session's slot, after releasing its hold).
+ */
 bool
-rl_registry_is_lost(int index)
+rl_registry_is_lost(int index, uint32 generation)
 {
+	RLSlot	   *s;
 	bool		lost;
 
 	if (index < 0)
 		return false;
 	LWLockAcquire(shared->lock, LW_SHARED);
-	lost = shared->slots[index].state == RL_SLOT_LOST;
+	s = own_slot(index, generation);
+	lost = s == NULL || s->state == RL_SLOT_LOST;
 	LWLockRelease(shared->lock);
 	return lost;
 }
@@ -448,8 +504,8 @@ rl_registry_releasing(int index, uint32 generation, bool releasing)
 
 	if (index < 0)
 		return;
-	s = &shared->slots[index];
-	if (s->generation != generation)
+	s = own_slot(index, generation);
+	if (s == NULL)
 		return;
 	s->releasing = releasing;
 	pg_memory_barrier();
@@ -514,23 +570,29 @@ rl_registry_set_unsettled(int index, uint32 generation)
 
 	if (index < 0)
 		return;
-	s = &shared->slots[index];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (s->generation == generation)
+	s = own_slot(index, generation);
+	if (s != NULL)
 		s->unsettled = true;
 	LWLockRelease(shared->lock);
 	rl_registry_wake_worker();
 }
 
-/* Takes over the slot from the worker if it has no claim on it. */
+/*
+ * Takes over the slot from the worker if it has no claim on it. A slot that
+ * changed hands is no longer the worker's to settle for us: nothing to wait
+ * for.
+ */
 static bool
-take_over(RLSlot *s)
+take_over(int index, uint32 generation)
 {
+	RLSlot	   *s;
 	bool		free;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	free = !s->worker_busy;
-	if (free)
+	s = own_slot(index, generation);
+	free = s == NULL || !s->worker_busy;
+	if (s != NULL && free)
 		s->unsettled = false;
 	LWLockRelease(shared->lock);
 	return free;
@@ -545,15 +607,13 @@ take_over(RLSlot *s)
  * worker keeps the lock to settle.
  */
 bool
-rl_registry_begin_io(int index, TimestampTz until)
+rl_registry_begin_io(int index, uint32 generation, TimestampTz until)
 {
-	RLSlot	   *s;
 	bool		ok;
 
 	if (index < 0)
 		return true;
-	s = &shared->slots[index];
-	if (take_over(s))
+	if (take_over(index, generation))
 		return true;
 
 	/* a request it retained is sent again at once, not at its next pass */
@@ -563,7 +623,7 @@ rl_registry_begin_io(int index, TimestampTz until)
 	{
 		long		ms = (long) ((until - GetCurrentTimestamp()) / 1000);
 
-		ok = take_over(s);
+		ok = take_over(index, generation);
 		if (ok || ms <= 0)
 			break;
 		(void) ConditionVariableTimedSleep(&shared->worker_done, ms, PG_WAIT_EXTENSION);
@@ -606,6 +666,8 @@ rl_registry_snapshot(RLSlotCopy **copies)
 bool
 rl_registry_session_alive(const RLSlot *s)
 {
+	/* no slot is reserved before its session has a number */
+	Assert(s->session != 0);
 	/* a session number is never reused, and its process slot forgets it */
 	return proc_sessions[s->procno] == s->session;
 }
@@ -703,12 +765,14 @@ rl_registry_wait_begin(RLKind kind, bool fair, int n, const char *const *names,
 	WaitEntry  *e;
 	size_t		used = 0;
 	int			stored = 0;
+	uint64		session;
 
-	if (shared == NULL || MyProc == NULL || my_session == 0)
+	if (shared == NULL || MyProc == NULL)
 		return;
+	session = session_number();
 	e = &proc_waits[MyProc->pgprocno];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	e->session = my_session;
+	e->session = session;
 	e->wait.pid = MyProcPid;
 	e->wait.kind = (uint8) kind;
 	e->wait.fair = fair;

@@ -126,19 +126,21 @@ extern void rl_registry_owner_id(char *buf, size_t size);
 
 extern int	rl_registry_reserve(RLKind kind, const char *name, const char *owner,
 								int64 lease_ms, uint32 *generation);
-extern void rl_registry_attempt(int index, int64 lease_ms);
-extern uint32 rl_registry_publish(int index, const RLSlotInfo *info);
+extern void rl_registry_attempt(int index, uint32 generation, int64 lease_ms);
+extern uint32 rl_registry_publish(int index, uint32 generation,
+								  const RLSlotInfo *info);
 extern void rl_registry_free(int index, uint32 generation);
 extern void rl_registry_orphan(int index, uint32 generation);
 extern void rl_registry_wake_worker(void);
-extern bool rl_registry_is_lost(int index);
-extern bool rl_registry_lease_alive(int index);
+extern bool rl_registry_is_lost(int index, uint32 generation);
+extern bool rl_registry_lease_alive(int index, uint32 generation);
 extern void rl_registry_releasing(int index, uint32 generation, bool releasing);
 extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
 extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 								TimestampTz when, bool full, int masters);
 extern void rl_registry_set_unsettled(int index, uint32 generation);
-extern bool rl_registry_begin_io(int index, TimestampTz until);
+extern bool rl_registry_begin_io(int index, uint32 generation,
+								 TimestampTz until);
 
 extern int	rl_registry_snapshot(RLSlotCopy **copies);
 extern bool rl_registry_session_alive(const RLSlot *s);

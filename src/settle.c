@@ -2,7 +2,7 @@
  * settle.c
  *	  Bringing Redis back in line with the session's table of holds: trims of
  *	  hold counts (one pipelined round trip for many locks), the settling of
- *	  locks left dirty or queued, and quiet steps for cleanup paths.
+ *	  locks left dirty or queued, quietly from cleanup paths too.
  *
  * src/settle.c
  */
@@ -10,10 +10,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "miscadmin.h"
 #include "utils/hsearch.h"
-#include "utils/memutils.h"
 
+#include "cleanup.h"
 #include "conn.h"
 #include "deadlock.h"
 #include "lock_int.h"
@@ -53,7 +52,8 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 	for (int i = 0; i < n; i++)
 	{
 		if (locks[i]->unsettled &&
-			!rl_registry_begin_io(locks[i]->slot, rl_command_deadline()))
+			!rl_registry_begin_io(locks[i]->slot, locks[i]->generation,
+								  rl_command_deadline()))
 		{
 			return rl_fail_on(&rl_cmd_conn, RLF_TIMEOUT, rl_server_desc(),
 							  "The redislock worker's request to settle lock \"%s\" is still unanswered.",
@@ -187,34 +187,6 @@ rl_hand_unsettled_to_worker(void)
 			rl_registry_set_unsettled(ll->slot, ll->generation);
 			ll->unsettled = true;
 		}
-}
-
-/*
- * Runs step(arg) from a path that gives up or unwinds an ERROR: Redis gets
- * CLEANUP_MS at most, interrupts wait, what it allocates goes with the
- * cleanup context, and a failure is the step's to log. Returns its result.
- */
-bool
-rl_quietly(bool (*step) (void *arg), void *arg)
-{
-	MemoryContext old = MemoryContextSwitchTo(rl_cleanup_context);
-	volatile bool done = false;
-
-	HOLD_INTERRUPTS();
-	rl_limit_waits(CLEANUP_MS);
-	PG_TRY();
-	{
-		done = step(arg);
-	}
-	PG_FINALLY();
-	{
-		rl_limit_waits(0);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(rl_cleanup_context);
-	RESUME_INTERRUPTS();
-	return done;
 }
 
 typedef struct Trim

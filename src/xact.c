@@ -18,6 +18,7 @@
 #include "storage/ipc.h"
 #include "utils/memutils.h"
 
+#include "cleanup.h"
 #include "conn.h"
 #include "lock_int.h"
 #include "redislock.h"
@@ -173,7 +174,7 @@ release_at_exit(int code, Datum arg)
 	LocalLock **locks;
 	int			n = 0;
 
-	if (rl_local_locks == NULL || hash_get_num_entries(rl_local_locks) == 0)
+	if (hash_get_num_entries(rl_local_locks) == 0)
 		return;
 	nxact_holds = 0;
 
@@ -229,8 +230,7 @@ verify_before_commit(void)
 	RLReply   **replies;
 	int			n = 0;
 
-	if (!rl_verify_on_commit || rl_local_locks == NULL ||
-		hash_get_num_entries(rl_local_locks) == 0 ||
+	if (!rl_verify_on_commit || hash_get_num_entries(rl_local_locks) == 0 ||
 		!TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		return;
 
@@ -240,7 +240,7 @@ verify_before_commit(void)
 	{
 		if (total_holds(ll) == 0)
 			continue;
-		if (rl_registry_is_lost(ll->slot))
+		if (rl_registry_is_lost(ll->slot, ll->generation))
 		{
 			hash_seq_term(&seq);
 			lost_before_commit(ll);
