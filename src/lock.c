@@ -304,6 +304,7 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	rl_mark_dirty(ll);
 	memset(out, 0, sizeof(*out));
+	out->sent = GetCurrentTimestamp();
 	r = rl_run_acquisition(&e, &out->wait);
 	rl_set_flags(ll, false, ll->queued);	/* Redis answered */
 	if (r->type == REDIS_REPLY_ERROR)
@@ -420,7 +421,7 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 							   a->token) :
 					 errdetail("Its lease ran out or it was taken away while this session held it.")));
 		ll->token = a->token;
-		ll->acquired_at = GetCurrentTimestamp();
+		ll->acquired_at = a->sent;
 		ll->watchdog = false;
 	}
 
@@ -440,7 +441,7 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	else
 		ll->session_holds += req->count;
 	ll->redis_holds = total_holds(ll);
-	rl_publish(ll, a->fresh, true);
+	rl_publish(ll, a->fresh, a->sent);
 	rl_stat_add(a->fresh ? RL_STAT_ACQUIRES : RL_STAT_REENTRIES, 1);
 }
 
@@ -523,7 +524,7 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 	if (req->scope == RL_SCOPE_SESSION && req->lease_ms == 0 && held_quietly(ll))
 	{
 		ll->session_holds += req->count;
-		rl_publish(ll, false, false);
+		rl_publish(ll, false, 0);
 		rl_stat_add(RL_STAT_REENTRIES, 1);
 		return true;
 	}
@@ -652,7 +653,7 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	{
 		ll->session_holds -= n;
 		rl_stat_add(RL_STAT_RELEASES, 1);
-		rl_publish(ll, false, false);
+		rl_publish(ll, false, 0);
 		return true;
 	}
 

@@ -292,9 +292,10 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 	s->token = info->token;
 	s->acquired_at = info->acquired_at;
 	s->releasing = false;
-	if (info->renewed)
+	if (info->renewed_at != 0)
 	{
-		s->renewed_at = GetCurrentTimestamp();
+		/* the lease runs from when it was asked for, not when answered */
+		s->renewed_at = info->renewed_at;
 		s->kept_at = s->renewed_at;
 		s->masters = info->masters;
 	}
@@ -309,7 +310,7 @@ rl_registry_publish(int index, const RLSlotInfo *info)
 	 * worker.c). One published while the worker works from a snapshot that
 	 * lacks it is noted for the end of that cycle instead.
 	 */
-	if (s->state == RL_SLOT_HELD && info->renewed &&
+	if (s->state == RL_SLOT_HELD && info->renewed_at != 0 &&
 		(s->watchdog || s->kind == RL_KIND_READ))
 	{
 		TimestampTz due = TimestampTzPlusMilliseconds(s->renewed_at,

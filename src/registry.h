@@ -86,7 +86,8 @@ typedef struct RLSlotInfo
 	int64		token;
 	TimestampTz acquired_at;
 	bool		fresh;			/* just taken anew: held again even if lost */
-	bool		renewed;		/* Redis just got the full lease */
+	TimestampTz renewed_at;		/* Redis just got the full lease from a
+								 * request sent then; 0: it did not */
 	int16		masters;		/* Redlock: masters that granted it */
 } RLSlotInfo;
 
