@@ -31,8 +31,10 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "redislock.h"
 #include "registry.h"
 
 typedef struct RegistryShared
@@ -72,6 +74,19 @@ typedef struct WaitEntry
 static WaitEntry *proc_waits = NULL;
 static uint64 my_session = 0;
 
+/*
+ * Entries of the table taken by the sessions of each role, under the
+ * registry's lock: one role must not take the whole table from the others
+ * (redislock.max_locks_per_role). At most one entry per slot in use.
+ */
+typedef struct RoleCount
+{
+	Oid			role;
+	int32		slots;
+} RoleCount;
+
+static HTAB *role_counts = NULL;
+
 static Size
 registry_size(void)
 {
@@ -92,6 +107,7 @@ rl_registry_request(void)
 	RequestAddinShmemSpace(registry_size());
 	RequestAddinShmemSpace(mul_size(sizeof(uint64), total_procs()));
 	RequestAddinShmemSpace(mul_size(sizeof(WaitEntry), total_procs()));
+	RequestAddinShmemSpace(hash_estimate_size(rl_max_locks, sizeof(RoleCount)));
 	RequestNamedLWLockTranche("redislock", 1);
 }
 
@@ -149,6 +165,14 @@ rl_registry_startup(void)
 								 sizeof(WaitEntry) * total_procs(), &found);
 	if (!found)
 		memset(proc_waits, 0, sizeof(WaitEntry) * total_procs());
+	{
+		HASHCTL		info;
+
+		info.keysize = sizeof(Oid);
+		info.entrysize = sizeof(RoleCount);
+		role_counts = ShmemInitHash("redislock roles", rl_max_locks, rl_max_locks,
+									&info, HASH_ELEM | HASH_BLOBS);
+	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -193,6 +217,62 @@ rl_registry_owner_id(char *buf, size_t size)
 	snprintf(buf, size, "%s:%d", own, MyProcPid);
 }
 
+/* The share of the table one role may take: redislock.max_locks_per_role. */
+static int
+role_share(void)
+{
+	return rl_max_locks_per_role >= 0 ? rl_max_locks_per_role :
+		Max(shared->nslots / 4, 1);
+}
+
+/*
+ * Counts one more slot for role (under the registry's lock); false, counting
+ * nothing, when the role has its share already. A superuser has no share.
+ */
+static bool
+count_role_slot(Oid role, bool limited, int *taken)
+{
+	RoleCount  *rc = hash_search(role_counts, &role, HASH_FIND, NULL);
+
+	*taken = rc ? rc->slots : 0;
+	if (limited && *taken >= role_share())
+		return false;
+	if (rc == NULL)
+	{
+		/* never full: it has an entry per slot at most */
+		rc = hash_search(role_counts, &role, HASH_ENTER, NULL);
+		rc->slots = 0;
+	}
+	rc->slots++;
+	return true;
+}
+
+/* Gives back one slot of role's share (under the registry's lock). */
+static void
+uncount_role_slot(Oid role)
+{
+	RoleCount  *rc = hash_search(role_counts, &role, HASH_FIND, NULL);
+
+	Assert(rc != NULL && rc->slots > 0);
+	if (rc != NULL && --rc->slots <= 0)
+		hash_search(role_counts, &role, HASH_REMOVE, NULL);
+}
+
+static void pg_attribute_noreturn()
+role_share_exceeded(Oid role, int taken)
+{
+	const char *rolename = GetUserNameFromId(role, true);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("too many Redis locks held by role \"%s\"",
+					rolename ? rolename : "?"),
+			 errdetail("The sessions of this role hold or wait for %d distinct Redis locks; redislock.max_locks_per_role is %d%s.",
+					   taken, role_share(),
+					   rl_max_locks_per_role < 0 ? " (a quarter of redislock.max_locks)" : ""),
+			 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_role for this role (ALTER ROLE ... SET redislock.max_locks_per_role).")));
+}
+
 /*
  * Takes a slot for a lock this session is about to acquire, before anything
  * is sent to Redis, so that a full table fails cleanly. lease_ms is the
@@ -206,11 +286,19 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 {
 	RLSlot	   *s;
 	int			index;
+	Oid			role = GetSessionUserId();
+	bool		limited = !superuser_arg(role);
+	int			taken;
 
 	if (shared == NULL)
 		return -1;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	index = shared->free_head;
+	if (index >= 0 && !count_role_slot(role, limited, &taken))
+	{
+		LWLockRelease(shared->lock);
+		role_share_exceeded(role, taken);
+	}
 	if (index < 0)
 	{
 		LWLockRelease(shared->lock);
@@ -227,6 +315,7 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 	s->state = RL_SLOT_RESERVED;
 	s->kind = (uint8) kind;
 	s->pid = MyProcPid;
+	s->role = role;
 	s->procno = MyProc->pgprocno;
 	s->session = my_session;
 	s->unsettled = false;
@@ -345,6 +434,7 @@ rl_registry_free(int index, uint32 generation)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (s->generation == generation && s->state != RL_SLOT_FREE)
 	{
+		uncount_role_slot(s->role);
 		s->state = RL_SLOT_FREE;
 		s->generation++;
 		s->next_free = shared->free_head;

@@ -38,6 +38,7 @@ typedef struct RLSlot
 	bool		releasing;		/* the session is giving back its last hold:
 								 * a renewal finding none is that release */
 	int			pid;
+	Oid			role;			/* counted against this role's share */
 	int			procno;			/* the holder's PGPROC */
 	uint64		session;		/* the holder's session number */
 	uint32		generation;		/* bumped on reuse, so the worker never
