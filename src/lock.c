@@ -563,6 +563,23 @@ rl_check_acquire(const RLAcquireRequest *req)
 				 !rl_registry_attached() ?
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.") :
 				 errhint("Pass a fixed lease.")));
+
+	/*
+	 * The worker renews with the server's settings: a hold on the Redis of
+	 * this session's own would be marked lost there while it expires here.
+	 * A semaphore's permits are always renewed, having no lease to give.
+	 */
+	if (req->lease_ms == 0 && rl_server_identity() != rl_registry_renewed_server())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 req->kind == RL_KIND_SEMAPHORE ?
+				 errmsg("a Redis semaphore needs the server's Redis settings") :
+				 errmsg("a %s without a lease needs the server's Redis settings",
+						rl_primitive(req->kind)->noun),
+				 errdetail("This session has Redis connection settings of its own (redislock.url, redislock.sentinels, redislock.sentinel_master, redislock.cluster_nodes or redislock.redlock_nodes); the redislock watchdog renews leases with the server's and would not find the hold."),
+				 req->kind == RL_KIND_SEMAPHORE ?
+				 errhint("Set the connection settings for the whole server (postgresql.conf or ALTER SYSTEM) instead.") :
+				 errhint("Pass a fixed lease, or set the connection settings for the whole server (postgresql.conf or ALTER SYSTEM) instead.")));
 	rl_check_redlock(rl_primitive(req->kind));
 	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
 		ereport(ERROR,

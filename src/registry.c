@@ -34,6 +34,7 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "conn.h"
 #include "redislock.h"
 #include "registry.h"
 
@@ -47,6 +48,8 @@ typedef struct RegistryShared
 	Latch	   *worker_latch;
 	pg_atomic_uint32 worker_called;	/* a session woke the worker since its
 									 * last snapshot */
+	pg_atomic_uint32 renewed_server;	/* rl_server_identity() of the
+										 * settings the worker renews with */
 	TimestampTz worker_wake;	/* when the worker plans to look next */
 	bool		worker_cycling; /* it works from a snapshot now */
 	TimestampTz due_meanwhile;	/* earliest renewal due among the locks
@@ -146,6 +149,8 @@ rl_registry_startup(void)
 		ConditionVariableInit(&shared->worker_done);
 		shared->worker_latch = NULL;
 		pg_atomic_init_u32(&shared->worker_called, 0);
+		/* the postmaster's settings are the worker's until it reloads */
+		pg_atomic_init_u32(&shared->renewed_server, rl_server_identity());
 		shared->worker_wake = DT_NOEND;
 		shared->worker_cycling = false;
 		shared->due_meanwhile = DT_NOEND;
@@ -752,6 +757,20 @@ rl_registry_set_worker(Latch *latch)
 		shared->slots[i].worker_busy = false;
 	LWLockRelease(shared->lock);
 	ConditionVariableBroadcast(&shared->worker_done);
+}
+
+/* The worker (re)read its settings: leases are renewed on that Redis now. */
+void
+rl_registry_set_renewed_server(uint32 identity)
+{
+	pg_atomic_write_u32(&shared->renewed_server, identity);
+}
+
+/* rl_server_identity() of the Redis the worker renews leases on. */
+uint32
+rl_registry_renewed_server(void)
+{
+	return pg_atomic_read_u32(&shared->renewed_server);
 }
 
 /* The worker is about to take its snapshot. */

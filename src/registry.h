@@ -146,6 +146,8 @@ extern bool rl_registry_session_alive(const RLSlot *s);
 extern bool rl_registry_claim(int index, const RLSlot *seen);
 extern void rl_registry_unclaim(int index, uint32 generation, bool settled);
 extern void rl_registry_set_worker(Latch *latch);
+extern void rl_registry_set_renewed_server(uint32 identity);
+extern uint32 rl_registry_renewed_server(void);
 extern void rl_registry_cycle_begin(void);
 extern TimestampTz rl_registry_cycle_end(TimestampTz next);
 
