@@ -64,6 +64,16 @@ my @cases = (
 		qr/a Redis lock without a lease/ ],
 );
 
+# the table covers every acquiring function of the extension
+my %covered = map { $_->[1] =~ /\b(redis_\w*acquire\w*)\(/ ? ($1 => 1) : () } @cases;
+my @catalog = split /\n/, $node->safe_psql('postgres', q{
+	SELECT DISTINCT p.proname FROM pg_proc p
+	JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'redislock'
+	WHERE p.proname LIKE '%acquire%' ORDER BY 1});
+cmp_ok(scalar @catalog, '>=', 10, 'the catalog lists the acquiring functions');
+is(join(' ', grep { !$covered{$_} } @catalog), '', 'every one of them has a case');
+
 # Every case in a session pointed at $other by $how; each lease-less call is
 # refused and leaves nothing in either Redis, each leased one works there.
 sub refused_everywhere
