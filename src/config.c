@@ -7,6 +7,8 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
+
 #include "conn_int.h"
 #include "redislock.h"
 #include "secrets.h"
@@ -432,4 +434,31 @@ rl_server_desc(void)
 {
 	rl_load_server();
 	return rl_server_ok ? rl_server.desc : "(unconfigured)";
+}
+
+/*
+ * Which Redis the settings put locks on: a hash of the settings that say
+ * where (not how to log in or speak TLS there). The worker renews leases
+ * with the server's settings; a session whose own settings (SET, ALTER ROLE
+ * ... SET) give another value keeps its locks where the worker does not look.
+ */
+uint32
+rl_server_identity(void)
+{
+	static uint64 generation = 0;
+	static uint32 identity = 0;
+
+	if (generation != rl_settings_generation)
+	{
+		const char *const parts[] = {rl_url, rl_sentinels, rl_sentinel_master,
+		rl_cluster_nodes, rl_redlock_nodes};
+
+		identity = 0;
+		for (int i = 0; i < (int) lengthof(parts); i++)
+			identity = hash_combine(identity, parts[i] == NULL ? 0 :
+									hash_bytes((const unsigned char *) parts[i],
+											   strlen(parts[i])));
+		generation = rl_settings_generation;
+	}
+	return identity;
 }

@@ -184,6 +184,7 @@ extern void rl_reply_error(const RLReply *reply, RLOp op,
 extern bool rl_config(RLMode *mode, const RLNode **nodes, int *nnodes,
 					  const char **problem);
 extern const char *rl_server_desc(void);
+extern uint32 rl_server_identity(void);
 extern bool rl_check_url(const char *url, char **detail);
 extern bool rl_check_nodes(const char *list, char **detail);
 

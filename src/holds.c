@@ -283,12 +283,15 @@ rl_publish_or_forget(LocalLock *ll)
 	if (total_holds(ll) == 0 && !ll->dirty && !ll->queued)
 		rl_forget_if_unused(ll);
 	else
-		rl_publish(ll, false, false);
+		rl_publish(ll, false, 0);
 }
 
-/* Shows the worker and the redis_locks view what we now hold of ll. */
+/*
+ * Shows the worker and the redis_locks view what we now hold of ll; renewed:
+ * when the request that just gave Redis the full lease was sent, or 0.
+ */
 void
-rl_publish(LocalLock *ll, bool fresh, bool renewed)
+rl_publish(LocalLock *ll, bool fresh, TimestampTz renewed)
 {
 	RLSlotInfo	info;
 
@@ -302,7 +305,7 @@ rl_publish(LocalLock *ll, bool fresh, bool renewed)
 	info.token = ll->token;
 	info.acquired_at = ll->acquired_at;
 	info.fresh = fresh;
-	info.renewed = renewed;
+	info.renewed_at = renewed;
 	info.masters = (int16) ll->masters;
 	ll->epoch = rl_registry_publish(ll->slot, ll->generation, &info);
 }

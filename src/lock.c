@@ -304,6 +304,7 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	/* Until the reply is in, Redis may or may not count the new hold. */
 	rl_mark_dirty(ll);
 	memset(out, 0, sizeof(*out));
+	out->sent = GetCurrentTimestamp();
 	r = rl_run_acquisition(&e, &out->wait);
 	rl_set_flags(ll, false, ll->queued);	/* Redis answered */
 	if (r->type == REDIS_REPLY_ERROR)
@@ -420,7 +421,7 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 							   a->token) :
 					 errdetail("Its lease ran out or it was taken away while this session held it.")));
 		ll->token = a->token;
-		ll->acquired_at = GetCurrentTimestamp();
+		ll->acquired_at = a->sent;
 		ll->watchdog = false;
 	}
 
@@ -440,7 +441,7 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	else
 		ll->session_holds += req->count;
 	ll->redis_holds = total_holds(ll);
-	rl_publish(ll, a->fresh, true);
+	rl_publish(ll, a->fresh, a->sent);
 	rl_stat_add(a->fresh ? RL_STAT_ACQUIRES : RL_STAT_REENTRIES, 1);
 }
 
@@ -523,7 +524,7 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 	if (req->scope == RL_SCOPE_SESSION && req->lease_ms == 0 && held_quietly(ll))
 	{
 		ll->session_holds += req->count;
-		rl_publish(ll, false, false);
+		rl_publish(ll, false, 0);
 		rl_stat_add(RL_STAT_REENTRIES, 1);
 		return true;
 	}
@@ -562,6 +563,23 @@ rl_check_acquire(const RLAcquireRequest *req)
 				 !rl_registry_attached() ?
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.") :
 				 errhint("Pass a fixed lease.")));
+
+	/*
+	 * The worker renews with the server's settings: a hold on the Redis of
+	 * this session's own would be marked lost there while it expires here.
+	 * A semaphore's permits are always renewed, having no lease to give.
+	 */
+	if (req->lease_ms == 0 && rl_server_identity() != rl_registry_renewed_server())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 req->kind == RL_KIND_SEMAPHORE ?
+				 errmsg("a Redis semaphore needs the server's Redis settings") :
+				 errmsg("a %s without a lease needs the server's Redis settings",
+						rl_primitive(req->kind)->noun),
+				 errdetail("This session has Redis connection settings of its own (redislock.url, redislock.sentinels, redislock.sentinel_master, redislock.cluster_nodes or redislock.redlock_nodes); the redislock watchdog renews leases with the server's and would not find the hold."),
+				 req->kind == RL_KIND_SEMAPHORE ?
+				 errhint("Set the connection settings for the whole server (postgresql.conf or ALTER SYSTEM) instead.") :
+				 errhint("Pass a fixed lease, or set the connection settings for the whole server (postgresql.conf or ALTER SYSTEM) instead.")));
 	rl_check_redlock(rl_primitive(req->kind));
 	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
 		ereport(ERROR,
@@ -652,7 +670,7 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	{
 		ll->session_holds -= n;
 		rl_stat_add(RL_STAT_RELEASES, 1);
-		rl_publish(ll, false, false);
+		rl_publish(ll, false, 0);
 		return true;
 	}
 

@@ -55,6 +55,9 @@ typedef struct Attempt
 	bool		head;			/* first in the fair queue */
 	int			masters;		/* Redlock: masters that granted it */
 	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
+	TimestampTz sent;			/* when the request that took it was sent:
+								 * its lease runs from then, however late
+								 * the reply (WAIT) came */
 } Attempt;
 
 /*
@@ -171,7 +174,7 @@ extern int64 rl_now_ms(void);
 extern char *rl_now_ms_arg(void);
 extern void rl_forget_if_unused(LocalLock *ll);
 extern void rl_publish_or_forget(LocalLock *ll);
-extern void rl_publish(LocalLock *ll, bool fresh, bool renewed);
+extern void rl_publish(LocalLock *ll, bool fresh, TimestampTz renewed);
 extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
 extern void rl_mark_dirty(LocalLock *ll);
 extern bool rl_holds_pending(void);

@@ -43,6 +43,7 @@ attempt_all(void *arg, Attempt *a)
 	RLEval		e;
 	RLReply    *r;
 	RLReply    *wait;
+	TimestampTz sent;
 
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_acquire_all;
@@ -58,6 +59,7 @@ attempt_all(void *arg, Attempt *a)
 		e.args[3 + i] = rl_int64_arg(m->target[i]);
 		rl_mark_dirty(m->locks[i]);
 	}
+	sent = GetCurrentTimestamp();
 	r = rl_run_acquisition(&e, &wait);
 
 	/* Redis answered: the outcome is known, whatever it is */
@@ -74,6 +76,7 @@ attempt_all(void *arg, Attempt *a)
 					 r->elements == 1 + 2 * (size_t) m->n),
 					RL_OP_ACQUIRE, m->req->name);
 	memset(a, 0, sizeof(*a));
+	a->sent = sent;
 	a->acquired = r->element[0]->integer == 1;
 	a->wait = wait;
 	if (!a->acquired)
@@ -176,7 +179,7 @@ give_back(MultiLock *m, int n, bool quiet)
 		m->locks[i]->session_holds--;
 		keep[i] = total_holds(m->locks[i]);
 		rl_mark_dirty(m->locks[i]);
-		rl_publish(m->locks[i], false, false);
+		rl_publish(m->locks[i], false, 0);
 	}
 	if (quiet)
 	{
@@ -203,6 +206,7 @@ all_renewed(MultiLock *m)
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * m->n);
 	RLReply   **replies = palloc(sizeof(RLReply *) * m->n);
+	TimestampTz sent = GetCurrentTimestamp();
 
 	for (int i = 0; i < m->n; i++)
 		rl_renew_eval(&evals[i], RL_KIND_LOCK, m->locks[i]->name, rl_owner_id(),
@@ -216,7 +220,7 @@ all_renewed(MultiLock *m)
 		if (replies[i]->type != REDIS_REPLY_INTEGER || replies[i]->integer != 1)
 			return false;
 	for (int i = 0; i < m->n; i++)
-		rl_publish(m->locks[i], false, true);
+		rl_publish(m->locks[i], false, sent);
 	return true;
 }
 
@@ -291,7 +295,7 @@ take_in_order(MultiLock *m)
 		{
 			m->locks[i]->session_holds--;
 			rl_add_xact_hold(m->locks[i], 1);
-			rl_publish(m->locks[i], false, false);
+			rl_publish(m->locks[i], false, 0);
 		}
 	return true;
 }

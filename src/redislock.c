@@ -46,6 +46,7 @@ bool		rl_warn_session_locks = false;
 int			rl_sync_replicas = 0;
 int			rl_token_ttl = RL_TOKEN_TTL_DEFAULT;
 int			rl_max_locks_per_session = 1000;
+int			rl_max_locks_per_role = -1;
 char	   *rl_tls_ca_file = NULL;
 char	   *rl_tls_cert_file = NULL;
 char	   *rl_tls_key_file = NULL;
@@ -316,6 +317,14 @@ define_settings(void)
 							"Keeps one session from taking the whole shared table.",
 							&rl_max_locks_per_session,
 							1000, 1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("redislock.max_locks_per_role",
+							"Most entries of the shared lock table the sessions of one role may take at once.",
+							"-1: a quarter of redislock.max_locks. Counted for the role a session logged in as; superusers are not limited.",
+							&rl_max_locks_per_role,
+							-1, -1, 1000000,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);

@@ -78,6 +78,7 @@ extern bool rl_warn_session_locks;
 extern int	rl_sync_replicas;
 extern int	rl_token_ttl;
 extern int	rl_max_locks_per_session;
+extern int	rl_max_locks_per_role;
 extern char *rl_tls_ca_file;
 extern char *rl_tls_cert_file;
 extern char *rl_tls_key_file;

@@ -152,6 +152,7 @@ rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	nfree = nnodes - nrefused;
 
 	memset(out, 0, sizeof(*out));
+	out->sent = start;
 	out->fresh = held_before < rl_redlock_quorum();
 	if (granted >= rl_redlock_quorum() &&
 		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token, lease_ms)) &&

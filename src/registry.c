@@ -31,8 +31,11 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "conn.h"
+#include "redislock.h"
 #include "registry.h"
 
 typedef struct RegistryShared
@@ -45,6 +48,8 @@ typedef struct RegistryShared
 	Latch	   *worker_latch;
 	pg_atomic_uint32 worker_called;	/* a session woke the worker since its
 									 * last snapshot */
+	pg_atomic_uint32 renewed_server;	/* rl_server_identity() of the
+										 * settings the worker renews with */
 	TimestampTz worker_wake;	/* when the worker plans to look next */
 	bool		worker_cycling; /* it works from a snapshot now */
 	TimestampTz due_meanwhile;	/* earliest renewal due among the locks
@@ -72,6 +77,19 @@ typedef struct WaitEntry
 static WaitEntry *proc_waits = NULL;
 static uint64 my_session = 0;
 
+/*
+ * Entries of the table taken by the sessions of each role, under the
+ * registry's lock: one role must not take the whole table from the others
+ * (redislock.max_locks_per_role). At most one entry per slot in use.
+ */
+typedef struct RoleCount
+{
+	Oid			role;
+	int32		slots;
+} RoleCount;
+
+static HTAB *role_counts = NULL;
+
 static Size
 registry_size(void)
 {
@@ -92,6 +110,7 @@ rl_registry_request(void)
 	RequestAddinShmemSpace(registry_size());
 	RequestAddinShmemSpace(mul_size(sizeof(uint64), total_procs()));
 	RequestAddinShmemSpace(mul_size(sizeof(WaitEntry), total_procs()));
+	RequestAddinShmemSpace(hash_estimate_size(rl_max_locks, sizeof(RoleCount)));
 	RequestNamedLWLockTranche("redislock", 1);
 }
 
@@ -130,6 +149,8 @@ rl_registry_startup(void)
 		ConditionVariableInit(&shared->worker_done);
 		shared->worker_latch = NULL;
 		pg_atomic_init_u32(&shared->worker_called, 0);
+		/* the postmaster's settings are the worker's until it reloads */
+		pg_atomic_init_u32(&shared->renewed_server, rl_server_identity());
 		shared->worker_wake = DT_NOEND;
 		shared->worker_cycling = false;
 		shared->due_meanwhile = DT_NOEND;
@@ -149,6 +170,14 @@ rl_registry_startup(void)
 								 sizeof(WaitEntry) * total_procs(), &found);
 	if (!found)
 		memset(proc_waits, 0, sizeof(WaitEntry) * total_procs());
+	{
+		HASHCTL		info;
+
+		info.keysize = sizeof(Oid);
+		info.entrysize = sizeof(RoleCount);
+		role_counts = ShmemInitHash("redislock roles", rl_max_locks, rl_max_locks,
+									&info, HASH_ELEM | HASH_BLOBS);
+	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -210,6 +239,62 @@ rl_registry_owner_id(char *buf, size_t size)
 	snprintf(buf, size, "%s:%d", own, MyProcPid);
 }
 
+/* The share of the table one role may take: redislock.max_locks_per_role. */
+static int
+role_share(void)
+{
+	return rl_max_locks_per_role >= 0 ? rl_max_locks_per_role :
+		Max(shared->nslots / 4, 1);
+}
+
+/*
+ * Counts one more slot for role (under the registry's lock); false, counting
+ * nothing, when the role has its share already. A superuser has no share.
+ */
+static bool
+count_role_slot(Oid role, bool limited, int *taken)
+{
+	RoleCount  *rc = hash_search(role_counts, &role, HASH_FIND, NULL);
+
+	*taken = rc ? rc->slots : 0;
+	if (limited && *taken >= role_share())
+		return false;
+	if (rc == NULL)
+	{
+		/* never full: it has an entry per slot at most */
+		rc = hash_search(role_counts, &role, HASH_ENTER, NULL);
+		rc->slots = 0;
+	}
+	rc->slots++;
+	return true;
+}
+
+/* Gives back one slot of role's share (under the registry's lock). */
+static void
+uncount_role_slot(Oid role)
+{
+	RoleCount  *rc = hash_search(role_counts, &role, HASH_FIND, NULL);
+
+	Assert(rc != NULL && rc->slots > 0);
+	if (rc != NULL && --rc->slots <= 0)
+		hash_search(role_counts, &role, HASH_REMOVE, NULL);
+}
+
+static void pg_attribute_noreturn()
+role_share_exceeded(Oid role, int taken)
+{
+	const char *rolename = GetUserNameFromId(role, true);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("too many Redis locks held by role \"%s\"",
+					rolename ? rolename : "?"),
+			 errdetail("The sessions of this role hold or wait for %d distinct Redis locks; redislock.max_locks_per_role is %d%s.",
+					   taken, role_share(),
+					   rl_max_locks_per_role < 0 ? " (a quarter of redislock.max_locks)" : ""),
+			 errhint("Release some with redis_lock_release() or redis_lock_release_all(), or ask a superuser to raise redislock.max_locks_per_role for this role (ALTER ROLE ... SET redislock.max_locks_per_role).")));
+}
+
 /*
  * The slot index as the session that reserved it (generation) left it, or
  * NULL if it changed hands since: the worker frees the slots of sessions it
@@ -245,12 +330,20 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 	RLSlot	   *s;
 	int			index;
 	uint64		session;
+	Oid			role = GetSessionUserId();
+	bool		limited = !superuser_arg(role);
+	int			taken;
 
 	if (shared == NULL)
 		return -1;
 	session = session_number();
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	index = shared->free_head;
+	if (index >= 0 && !count_role_slot(role, limited, &taken))
+	{
+		LWLockRelease(shared->lock);
+		role_share_exceeded(role, taken);
+	}
 	if (index < 0)
 	{
 		LWLockRelease(shared->lock);
@@ -268,6 +361,7 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 	s->state = RL_SLOT_RESERVED;
 	s->kind = (uint8) kind;
 	s->pid = MyProcPid;
+	s->role = role;
 	s->procno = MyProc->pgprocno;
 	s->session = session;
 	s->unsettled = false;
@@ -342,9 +436,10 @@ rl_registry_publish(int index, uint32 generation, const RLSlotInfo *info)
 	s->token = info->token;
 	s->acquired_at = info->acquired_at;
 	s->releasing = false;
-	if (info->renewed)
+	if (info->renewed_at != 0)
 	{
-		s->renewed_at = GetCurrentTimestamp();
+		/* the lease runs from when it was asked for, not when answered */
+		s->renewed_at = info->renewed_at;
 		s->kept_at = s->renewed_at;
 		s->masters = info->masters;
 	}
@@ -359,7 +454,7 @@ rl_registry_publish(int index, uint32 generation, const RLSlotInfo *info)
 	 * worker.c). One published while the worker works from a snapshot that
 	 * lacks it is noted for the end of that cycle instead.
 	 */
-	if (s->state == RL_SLOT_HELD && info->renewed &&
+	if (s->state == RL_SLOT_HELD && info->renewed_at != 0 &&
 		(s->watchdog || s->kind == RL_KIND_READ))
 	{
 		TimestampTz due = TimestampTzPlusMilliseconds(s->renewed_at,
@@ -394,6 +489,7 @@ rl_registry_free(int index, uint32 generation)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (s->generation == generation && s->state != RL_SLOT_FREE)
 	{
+		uncount_role_slot(s->role);
 		s->state = RL_SLOT_FREE;
 		s->generation++;
 		s->next_free = shared->free_head;
@@ -723,6 +819,20 @@ rl_registry_set_worker(Latch *latch)
 		shared->slots[i].worker_busy = false;
 	LWLockRelease(shared->lock);
 	ConditionVariableBroadcast(&shared->worker_done);
+}
+
+/* The worker (re)read its settings: leases are renewed on that Redis now. */
+void
+rl_registry_set_renewed_server(uint32 identity)
+{
+	pg_atomic_write_u32(&shared->renewed_server, identity);
+}
+
+/* rl_server_identity() of the Redis the worker renews leases on. */
+uint32
+rl_registry_renewed_server(void)
+{
+	return pg_atomic_read_u32(&shared->renewed_server);
 }
 
 /* The worker is about to take its snapshot. */

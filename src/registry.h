@@ -38,6 +38,7 @@ typedef struct RLSlot
 	bool		releasing;		/* the session is giving back its last hold:
 								 * a renewal finding none is that release */
 	int			pid;
+	Oid			role;			/* counted against this role's share */
 	int			procno;			/* the holder's PGPROC */
 	uint64		session;		/* the holder's session number */
 	uint32		generation;		/* bumped on reuse, so the worker never
@@ -87,7 +88,8 @@ typedef struct RLSlotInfo
 	int64		token;
 	TimestampTz acquired_at;
 	bool		fresh;			/* just taken anew: held again even if lost */
-	bool		renewed;		/* Redis just got the full lease */
+	TimestampTz renewed_at;		/* Redis just got the full lease from a
+								 * request sent then; 0: it did not */
 	int16		masters;		/* Redlock: masters that granted it */
 } RLSlotInfo;
 
@@ -147,6 +149,8 @@ extern bool rl_registry_session_alive(const RLSlot *s);
 extern bool rl_registry_claim(int index, const RLSlot *seen);
 extern void rl_registry_unclaim(int index, uint32 generation, bool settled);
 extern void rl_registry_set_worker(Latch *latch);
+extern void rl_registry_set_renewed_server(uint32 identity);
+extern uint32 rl_registry_renewed_server(void);
 extern void rl_registry_cycle_begin(void);
 extern TimestampTz rl_registry_cycle_end(TimestampTz next);
 

@@ -485,6 +485,7 @@ redislock_worker_main(Datum arg)
 	pgstat_report_activity(STATE_RUNNING, "renewing Redis locks");
 
 	rl_registry_set_worker(MyLatch);
+	rl_registry_set_renewed_server(rl_server_identity());
 	before_shmem_exit(detach_worker, (Datum) 0);
 	cycle_context = AllocSetContextCreate(TopMemoryContext,
 										  "redislock watchdog cycle",
@@ -499,6 +500,7 @@ redislock_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			rl_registry_set_renewed_server(rl_server_identity());
 		}
 		old = MemoryContextSwitchTo(cycle_context);
 		sleep_ms = run_cycle();

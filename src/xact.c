@@ -141,7 +141,7 @@ end_xact_holds(SubTransactionId subid)
 			continue;
 		}
 		h->lock->xact_holds -= h->count;
-		rl_publish(h->lock, false, false);
+		rl_publish(h->lock, false, 0);
 		rl_stat_add(RL_STAT_RELEASES, 1);
 		rl_mark_dirty(h->lock);
 		for (int j = 0; j < nended && !seen; j++)

@@ -223,10 +223,10 @@ SELECT 'mine', held_by_me FROM redis_lock_status('vg:lock');
 SELECT 'release', redis_lock_release('vg:lock');
 SELECT 'wait', redis_lock_acquire('vg:held', '300 ms', '1 min');
 SET redislock.url = 'rediss://127.0.0.1:$untrusted_port';
-SELECT 'untrusted', redis_lock_acquire('vg:lock', '0');
+SELECT 'untrusted', redis_lock_acquire('vg:lock', '0', '1 min');
 SET redislock.connect_timeout = '2s';
 SET redislock.url = 'rediss://127.0.0.1:$rport';
-SELECT 'plain', redis_lock_acquire('vg:lock', '0');
+SELECT 'plain', redis_lock_acquire('vg:lock', '0', '1 min');
 SQL
 )
 tls_expect="acquire|t

@@ -23,8 +23,12 @@
 #              client to server, down: server to client) instead of
 #              forwarding it; tests use it to choose exactly when a request
 #              reaches the server, or when its reply reaches the client
+#   pin DIR    while DIR is stalled: from now on hold back only the chunks
+#              of the connections that have chunks held back in DIR now, and
+#              forward the others' again; tests use it to hold one client
+#              (the worker, say) while others go through the same port
 #   go DIR     forward what stall DIR held back (in order) and stop holding
-#              (DIR all: both directions)
+#              (DIR all: both directions; ends a pin too)
 #   step DIR N forward the first N chunks held back in DIR, and go on
 #              holding: lets exactly one request through, say
 #   held       "held up=N down=M": chunks held back in each direction
@@ -62,7 +66,7 @@ sub run
 	my @q;       # [ due, dst fileno, data or undef (end of stream), dst sock ]
 	my ($rin, $ctl_buf) = ('', '');
 	my %st = (n => 0, late => 0, max => 0, port => {});
-	my %stalled;    # direction => 1 while held back
+	my %stalled;    # direction => 1 while held back, or { dst fileno => dst sock } pinned
 	my %held = (up => [], down => []);    # direction => queue entries held back
 
 	for my $m (@maps)
@@ -169,6 +173,11 @@ sub run
 					%st = (n => 0, late => 0, max => 0, port => {});
 				}
 				elsif ($cmd =~ /^stall (up|down)$/) { $stalled{$1} = 1; print "ok stall $1\n"; }
+				elsif ($cmd =~ /^pin (up|down)$/)
+				{
+					$stalled{$1} = { map { $_->[1] => $_->[3] } @{ $held{$1} } } if $stalled{$1};
+					print "ok pin $1\n";
+				}
 				elsif ($cmd =~ /^step (up|down) (\d+)$/)
 				{
 					my $due = $after_queued->($t);
@@ -226,7 +235,9 @@ sub run
 				next;
 			}
 			my $p = $conn{ $c->{peer} } or next;
-			my $into = $stalled{ $c->{dir} } ? $held{ $c->{dir} } : \@q;
+			my $st = $stalled{ $c->{dir} };
+			my $hold = ref $st ? ($st->{ $c->{peer} } // 0) == $p->{sock} : $st;
+			my $into = $hold ? $held{ $c->{dir} } : \@q;
 			if ($r == 0)
 			{
 				$c->{rdone} = 1;

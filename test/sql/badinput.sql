@@ -40,6 +40,9 @@ SELECT rl_try($$SET redislock.watchdog_timeout = '10ms'$$);
 
 -- A Redis that is not there: an error naming the server, never a hang.
 SET redislock.url = 'redis://127.0.0.1:1';
+SELECT rl_try($$SELECT redis_lock_acquire('bad:down', NULL, '1 min')::text$$);
+-- (without a lease it is refused before Redis: the worker renews with the
+-- server's settings, not this session's)
 SELECT rl_try($$SELECT redis_lock_acquire('bad:down')::text$$);
 SELECT rl_try($$SELECT (redis_lock_status('bad:down')).locked::text$$);
 SELECT rl_try($$SELECT redis_lock_release('bad:down')::text$$);

@@ -47,12 +47,12 @@ is($a->query("SELECT redis_lock_release('st:a')"), 't', 'release through the sen
 
 # clear errors when the sentinels cannot help
 $c->query("SET redislock.sentinel_master = 'nosuch'");
-my (undef, $err, $state) = $c->try("SELECT redis_lock_acquire('st:x', '0')");
+my (undef, $err, $state) = $c->try("SELECT redis_lock_acquire('st:x', '0', '1 min')");
 is($state, '08001', 'unknown master name: 08001');
 like($err // '', qr/No sentinel .* could name master "nosuch"/, '... saying no sentinel knows it');
 $c->query('RESET redislock.sentinel_master');
 $c->query("SET redislock.sentinels = '127.0.0.1:1'");
-(undef, $err, $state) = $c->try("SELECT redis_lock_acquire('st:x', '0')");
+(undef, $err, $state) = $c->try("SELECT redis_lock_acquire('st:x', '0', '1 min')");
 is($state, '08001', 'no sentinel reachable: 08001');
 like($err // '', qr/sentinel 127\.0\.0\.1:1/, '... naming the sentinel');
 $c->query('RESET redislock.sentinels');

@@ -1,6 +1,8 @@
 # Races between the watchdog worker and sessions, made deterministic: the
-# worker talks to Redis through a proxy whose directions the test holds back
-# (test/lib/DelayProxy.pm), while the sessions go straight to Redis. Proves
+# worker and the sessions talk to Redis through a proxy whose directions the
+# test holds back (test/lib/DelayProxy.pm), for the worker's connection
+# alone once it is pinned. (Sessions use the server's redislock.url: a
+# lease-less lock is refused in a session with settings of its own.) Proves
 #  - a lock published while a timer-started worker cycle is under way is
 #    renewed before its short lease ends (the worker's wake-up marker);
 #  - a renewal that found the lock gone does not mark lost a hold the
@@ -18,18 +20,15 @@ use Test::More;
 my $redis = RedisLockTest::Redis->new;
 my $proxy = DelayProxy->spawn(0, $redis->port);
 my $via_proxy = 'redis://127.0.0.1:' . $proxy->port($redis->port);
-my $direct = $redis->url;
 
-# the worker (postgresql.conf) goes through the proxy; sessions SET direct
 my $node = RedisLockTest::node('worker_races', undef,
 	'redislock.url' => $via_proxy,
 	'redislock.command_timeout' => '20s');
 
-sub session_direct
+sub session_with
 {
 	my ($watchdog) = @_;
 	my $s = RedisLockTest::Session->new($node);
-	$s->query("SET redislock.url = '$direct'");
 	$s->query("SET redislock.watchdog_timeout = '$watchdog'");
 	return $s;
 }
@@ -41,12 +40,13 @@ sub lock_row
 }
 
 # --- a lock published during a timer-started cycle wakes the worker again --
-my $a = session_direct('30s');
+my $a = session_with('30s');
 is($a->query("SELECT redis_lock_acquire('w:slow')"), 't', 'A holds w:slow, 30 s watchdog lease');
 $proxy->cmd('stall up');
 ok($proxy->wait_held('up', 1, 60), "the worker's timer-started renewal of w:slow is under way (held in the proxy)");
+$proxy->cmd('pin up');    # the worker's connection alone
 
-my $b = session_direct('3s');
+my $b = session_with('3s');
 is($b->query("SELECT redis_lock_acquire('w:fast')"), 't', 'meanwhile B takes w:fast, 3 s watchdog lease');
 my $taken = lock_row($b, 'w:fast', 'renewed_at');
 $proxy->cmd('go up');
@@ -61,15 +61,17 @@ is($b->query("SELECT redis_lock_release('w:fast')"), 't', 'B releases');
 is($a->query("SELECT redis_lock_release('w:slow')"), 't', 'A releases');
 
 # --- a renewal that found an earlier hold gone does not mark the new one lost
-my $e = session_direct('3s');
+my $e = session_with('3s');
 $e->query('CREATE TABLE guard_probe(i int)');
 is($e->query("SELECT redis_lock_acquire('e:1')"), 't', 'E holds e:1, 3 s watchdog lease');
 $proxy->cmd('stall up');
 ok($proxy->wait_held('up', 1, 30), "the worker's renewal of e:1 is held back");
+$proxy->cmd('pin up');
 until_ok('e:1 expires in Redis, unrenewed', sub { $redis->cli('EXISTS', 'e:1') eq '0' }, 30);
 $proxy->cmd('stall down');
 $proxy->cmd('go up');
 ok($proxy->wait_held('down', 1, 30), 'the renewal reached Redis (it finds nothing); its reply is held back');
+$proxy->cmd('pin down');
 $e->notices;
 is($e->query("SELECT redis_lock_acquire('e:1')"), 't', 'E takes e:1 anew');
 like(join("\n", $e->notices), qr/had been lost and was acquired again/, '... and is told it had been lost');

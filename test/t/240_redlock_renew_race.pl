@@ -2,7 +2,7 @@
 # the released lock back. The worker reaches the 3 masters through a proxy
 # whose client-to-server direction the test holds back (test/lib/
 # DelayProxy.pm), so its renewal reaches the masters only after the session,
-# going straight to them, has released. Also: a master restarted empty still
+# whose connections the proxy lets through (pin), has released. Also: a master restarted empty still
 # gets the hold back while the lock is held, and a restore under way while
 # the session releases does not bring the lock back either (the release
 # leaves a mark the restore checks).
@@ -24,7 +24,6 @@ my $node = RedisLockTest::node('redlock_renew_race', undef,
 	'redislock.command_timeout' => '20s');
 
 my $a = RedisLockTest::Session->new($node);
-$a->query("SET redislock.redlock_nodes = '" . $rl->list . "'");
 $a->query("SET redislock.watchdog_timeout = '3s'");
 
 sub evalsha_calls
@@ -53,6 +52,7 @@ my $t1 = $a->query("SELECT redis_lock_fencing_token('rr:1')");
 
 $proxy->cmd('stall up');
 ok($proxy->wait_held('up', 3, 30), "the worker's renewal is on its way to the 3 masters (held in the proxy)");
+$proxy->cmd('pin up');    # the worker's connections alone
 is($a->query("SELECT redis_lock_release('rr:1')"), 't', 'A releases rr:1 meanwhile');
 is($rl->holders('rr:1'), 0, 'no master has it');
 let_go('renewal');
@@ -79,6 +79,7 @@ $rl->restart_empty(2);
 ok($proxy->wait_held('up', 3, 30), "the worker's renewal of rr:2 is held back");
 $proxy->cmd('step up ' . $proxy->held->{up});
 ok($proxy->wait_held('up', 3, 30), 'let through, it finds master 2 without the hold: the restore it sends is held back');
+$proxy->cmd('pin up');
 is($a->query("SELECT redis_lock_release('rr:2')"), 't', 'A releases rr:2 meanwhile');
 is($rl->holders('rr:2'), 0, 'no master has it');
 let_go('restore');

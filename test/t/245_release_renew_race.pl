@@ -1,11 +1,13 @@
 # 245_release_renew_race.pl — a lock the session releases is not reported
 # lost by a renewal that crosses the release.
 #
-# The worker renews through one proxy, session A talks to Redis through
-# another (test/lib/DelayProxy.pm). The worker's renewal of A's lock is held
-# back; A's release runs in Redis but its reply is held back; then the
-# renewal runs (it finds no hold) and is answered while A still waits for
-# the reply to its release. The lock was released, not lost: no WARNING
+# The worker and the sessions reach Redis through a proxy
+# (test/lib/DelayProxy.pm) that holds back one connection at a time (pin).
+# The worker's renewal of A's lock is held back; A's release runs in Redis
+# but its reply is held back; then the renewal runs (it finds no hold) and
+# is answered while A still waits for the reply to its release. (Sessions
+# use the server's redislock.url: a lease-less lock is refused in a session
+# with settings of its own, which the worker would not renew.) The lock was released, not lost: no WARNING
 # "was lost", lost_locks unchanged, redis_locks never shows it lost, and
 # the release says true. (Found by the fault suite: 020 with AOF reported a
 # lock lost that a loader released while the watchdog reconnected after the
@@ -19,16 +21,13 @@ use DelayProxy;
 use Test::More;
 
 my $redis = RedisLockTest::Redis->new;
-my $wp = DelayProxy->spawn(0, $redis->port);    # the worker's way to Redis
-my $sp = DelayProxy->spawn(0, $redis->port);    # session A's way
+my $wp = DelayProxy->spawn(0, $redis->port);
 my $node = RedisLockTest::node('release_renew_race', undef,
 	'redislock.url' => 'redis://127.0.0.1:' . $wp->port($redis->port),
 	'redislock.watchdog_timeout' => '6s',    # renewed every 2 s; outlives the test's steps
 	'redislock.command_timeout' => '30s');
 my $a = RedisLockTest::Session->new($node);
-$a->query("SET redislock.url = 'redis://127.0.0.1:" . $sp->port($redis->port) . "'");
 my $b = RedisLockTest::Session->new($node);
-$b->query("SET redislock.url = '" . $redis->url . "'");
 my $obs = RedisLockTest::Session->new($node);
 my $owner_a = $a->query('SELECT redis_lock_owner_id()');
 
@@ -45,12 +44,14 @@ my $lost0 = lock_stats($obs)->{lost_locks};
 
 $wp->cmd('stall up');
 ok($wp->wait_held('up', 1, 30), "the worker's renewal of rr:a is held back");
-$sp->cmd('stall down');
+$wp->cmd('pin up');    # only the worker's
+$wp->cmd('stall down');
 $a->start("SELECT redis_lock_release('rr:a')");
 until_ok('A\'s release has run in Redis (its reply is held back)', sub {
 	$redis->cli('HEXISTS', 'rr:a', $owner_a) == 0 }, 30);
+$wp->cmd('pin down');    # only A's
 note('rr:a pttl after the release: ' . $redis->cli('PTTL', 'rr:a'));
-$wp->cmd('go all');
+$wp->cmd('go up');
 
 # The worker handles one round trip at a time: once it has renewed a lock
 # taken after this point, it has handled the reply to the renewal of rr:a.
@@ -65,7 +66,7 @@ is(lock_stats($obs)->{lost_locks}, $lost0, 'lost_locks unchanged');
 unlike(slurp($node->logfile), qr/Redis lock "rr:a" held by the session with PID \d+ was lost/,
 	'no "was lost" WARNING for rr:a');
 
-$sp->cmd('go all');
+$wp->cmd('go all');
 my ($v, $err) = $a->finish(30);
 is($v, 't', 'A\'s release says true') or diag($err);
 is($obs->query("SELECT count(*) FROM redis_locks WHERE name = 'rr:a'"), 0, 'rr:a is gone from redis_locks');

@@ -179,13 +179,13 @@ my $via = 'rediss://127.0.0.1:' . $proxy->port($redis->port);
 	$s->query("SET redislock.url = '$via'");
 	$s->query("SET redislock.connect_timeout = '1s'");
 	$proxy->cmd('stall down');
-	my (undef, $e, $code) = $s->try("SELECT redis_lock_acquire('tls:stall', '0')");
+	my (undef, $e, $code) = $s->try("SELECT redis_lock_acquire('tls:stall', '0', '1 min')");
 	is($code, '08001', 'a handshake the server never answers fails at connect_timeout');
 	like($e, qr/The TLS handshake did not finish within redislock\.connect_timeout \(1000 ms\)/,
 		'... saying so');
 
 	$s->query("SET redislock.connect_timeout = '1min'");
-	$s->start("SELECT redis_lock_acquire('tls:stall', '0')");
+	$s->start("SELECT redis_lock_acquire('tls:stall', '0', '1 min')");
 	waits_ok($s, 'a session waits in the stalled handshake');
 	my (undef, $ce, $cst) = $s->cancel(30);
 	is($cst, '57014', 'cancel ends the handshake wait') or diag($ce);
@@ -218,7 +218,7 @@ my $via = 'rediss://127.0.0.1:' . $proxy->port($redis->port);
 	$s->query("SET redislock.connect_timeout = '1min'");
 	$s->query("SET redislock.tls_server_name = ''");    # a new connection on next use
 	$proxy->cmd('stall down');
-	$s->start("SELECT redis_lock_acquire('tls:term', '0')");
+	$s->start("SELECT redis_lock_acquire('tls:term', '0', '1 min')");
 	waits_ok($s, 'a session waits in a stalled handshake again');
 	ok($s->terminate(30), 'pg_terminate_backend ends it at once');
 	$proxy->cmd('go down');

@@ -256,10 +256,10 @@ check("SELECT redis_lock_release('after:wrongtype')", 'ok:t', '... and releases'
 	my $url = 'redis://127.0.0.1:' . $rp->port;
 	$s->query("SET redislock.url = '$url'");
 	my ($v, $err);
-	($v, $err) = check("SELECT redis_lock_acquire('pw:a', '0')", '08001', 'no password given (NOAUTH)');
+	($v, $err) = check("SELECT redis_lock_acquire('pw:a', '0', '1 min')", '08001', 'no password given (NOAUTH)');
 	like($err // '', qr/NOAUTH|auth/i, '... the message says authentication is needed');
 	$s->query("SET redislock.password = 'wrong-pw-secret'");
-	($v, $err) = check("SELECT redis_lock_acquire('pw:a', '0')", '08001', 'wrong password');
+	($v, $err) = check("SELECT redis_lock_acquire('pw:a', '0', '1 min')", '08001', 'wrong password');
 	unlike($err // '', qr/wrong-pw-secret/, 'the password is not in the message');
 	like($err // '', qr/127\.0\.0\.1:\d+/, 'the message names the server');
 	$s->query("SET redislock.url = 'redis://:wrong-pw-url\@127.0.0.1:" . $rp->port . "'");
@@ -267,7 +267,7 @@ check("SELECT redis_lock_release('after:wrongtype')", 'ok:t', '... and releases'
 	($v, $err) = check("SELECT (redis_lock_status('pw:a')).locked", '08001', 'wrong password in the url');
 	unlike($err // '', qr/wrong-pw-url/, 'the url password is not in the message');
 	$s->query("SET redislock.password = 'right-pw'");
-	check("SELECT redis_lock_acquire('pw:a', '0')", 'ok:t', 'right password works');
+	check("SELECT redis_lock_acquire('pw:a', '0', '1 min')", 'ok:t', 'right password works');
 	check("SELECT redis_lock_release('pw:a')", 'ok:t', '... and releases');
 	$s->query('RESET redislock.url; RESET redislock.password');
 	$rp->stop;
@@ -340,8 +340,8 @@ for my $f (@fakes)
 	my ($port, $pid) = $fork ? fake_server($mode) : ($node->port, undef);
 	$s->query("SET redislock.url = 'redis://127.0.0.1:$port'");
 	local $CURRENT_URL = "redis://127.0.0.1:$port";
-	for my $sql ("SELECT redis_lock_acquire('ns:a', '0')", "SELECT redis_lock_acquire('ns:a', '2 s', '1 min', true)",
-		"SELECT redis_lock_force_release('ns:a')", "BEGIN; SELECT redis_xact_lock_acquire('ns:x', '0')",
+	for my $sql ("SELECT redis_lock_acquire('ns:a', '0', '1 min')", "SELECT redis_lock_acquire('ns:a', '2 s', '1 min', true)",
+		"SELECT redis_lock_force_release('ns:a')", "BEGIN; SELECT redis_xact_lock_acquire('ns:x', '0', '1 min')",
 		"SELECT redis_lock_release('ns:a')", "SELECT (redis_lock_status('ns:a')).locked")
 	{
 		my ($v, $err) = check($sql, $sql =~ /lock_release\(/ ? q{ok:f} : $want, "$desc: $sql");
