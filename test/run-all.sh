@@ -8,7 +8,9 @@
 #   if anything failed, and ends with the line
 #       redislock: N passed, M failed
 #   (N, M count pg_regress tests, "make installcheck" run on its own, TAP
-#   test files, the static checks and the fault suite's runs).  The static
+#   test files, the static checks and the fault suite's runs).  A TAP file
+#   that skips itself (pg_cron missing, say) counts as neither: the summary
+#   says "run-all: SKIPPED K TAP file(s)" and names each with its reason.  The static
 #   checks (tools/check-guc-init.pl, tools/check-meta.py) run in every mode.
 #   Last comes the fault suite, test/faults/run.sh (faults, partitions,
 #   bad input, valgrind).
@@ -69,6 +71,10 @@ done
 PASSED=${REDISLOCK_PRIOR_PASSED:-0}
 FAILED=${REDISLOCK_PRIOR_FAILED:-0}
 FAILED_NAMES=()
+# TAP files that skipped themselves (plan skip_all: a package such as pg_cron
+# is missing): counted apart and named with their reasons in the summary.
+SKIPPED=0
+SKIPPED_NAMES=()
 # shellcheck disable=SC2206  # names are single words
 [ -n "${REDISLOCK_PRIOR_FAILED_NAMES:-}" ] && FAILED_NAMES=(${REDISLOCK_PRIOR_FAILED_NAMES})
 WORK=
@@ -102,6 +108,11 @@ run_logged() {
 summary() {
     [ "$SUMMARY_PRINTED" = 1 ] && return
     SUMMARY_PRINTED=1
+    if [ "$SKIPPED" -gt 0 ]; then
+        echo
+        echo "run-all: SKIPPED $SKIPPED TAP file(s), not counted as passed:"
+        printf 'run-all:   %s\n' "${SKIPPED_NAMES[@]}"
+    fi
     if [ ${#FAILED_NAMES[@]} -gt 0 ]; then
         echo
         echo "run-all: FAILED: ${FAILED_NAMES[*]}"
@@ -346,7 +357,13 @@ run_tap() {
         run_logged "$WORK/tap_$b.out" \
             timeout -k 10 "$TAP_TIMEOUT" "${AS_PG[@]}" "${env[@]}" \
             prove -v -I "$WORK/test/lib" -I "$PG_PERL_LIB" "$f" || rc=$?
-        if [ "$rc" -eq 0 ]; then
+        local skip
+        # prove -v reports a file's skip_all as "<file> .. skipped: <reason>"
+        skip=$(sed -n 's/^[^ ]*\.pl \.\.* skipped: *//p' "$WORK/tap_$b.out" | head -n 1)
+        if [ "$rc" -eq 0 ] && [ -n "$skip" ]; then
+            SKIPPED=$((SKIPPED + 1)); SKIPPED_NAMES+=("$b: $skip")
+            echo "run-all: SKIPPED $f: $skip" >&2
+        elif [ "$rc" -eq 0 ]; then
             PASSED=$((PASSED + 1))
         else
             FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b")

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Brings up a redislock sandbox to play with, and shows two sessions
-# contending for one lock:
+# contending for one lock, then a pg_cron job waiting for a session on it:
 #   bash test/sandbox.sh          install deps, build + install, start
-#                                 redis-server and PostgreSQL in
-#                                 /var/tmp/redislock-sandbox, run the demo,
+#                                 redis-server and PostgreSQL (with pg_cron)
+#                                 in /var/tmp/redislock-sandbox, run the demo,
 #                                 leave both servers running
 #   bash test/sandbox.sh stop     stop both servers, remove the directory
 # Running it again stops the previous sandbox first.
+# Environment: REDISLOCK_PGBIN (default /usr/lib/postgresql/15/bin), the
+# PostgreSQL to build against and run; REDISLOCK_SANDBOX_DIR (default
+# /var/tmp/redislock-sandbox).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DIR=/var/tmp/redislock-sandbox
-PGBIN=/usr/lib/postgresql/15/bin
+DIR=${REDISLOCK_SANDBOX_DIR:-/var/tmp/redislock-sandbox}
+PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
 LOCK=sandbox:demo
 
@@ -86,6 +89,14 @@ say "redis-server on 127.0.0.1:$RPORT"
     --daemonize yes --dir "$DIR" --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log"
 wait_for 20 "redis PING" bash -c "[ \"\$(redis-cli -p $RPORT ping)\" = PONG ]"
 
+# pg_cron (Debian's postgresql-15-cron, which setup-deps installs) for DEMO 5.
+CRON=0 PRELOAD=redislock
+if [ -f "$("$PG_CONFIG" --pkglibdir)/pg_cron.so" ] && [ -f "$("$PG_CONFIG" --sharedir)/extension/pg_cron.control" ]; then
+    CRON=1 PRELOAD=redislock,pg_cron
+else
+    echo "sandbox: NOTE: pg_cron is not installed in $("$PG_CONFIG" --pkglibdir): DEMO 5 (a database job) will be skipped" >&2
+fi
+
 say "PostgreSQL on 127.0.0.1:$PGPORT (socket in $DIR)"
 "${AS_PG[@]}" "$PGBIN/initdb" -D "$DIR/pgdata" -U postgres -A trust -E UTF8 --locale=C >/dev/null
 cat >> "$DIR/pgdata/postgresql.conf" <<EOF
@@ -94,9 +105,18 @@ cat >> "$DIR/pgdata/postgresql.conf" <<EOF
 port = $PGPORT
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$DIR'
-shared_preload_libraries = 'redislock'
+shared_preload_libraries = '$PRELOAD'
 redislock.url = 'redis://127.0.0.1:$RPORT'
 EOF
+if [ "$CRON" = 1 ]; then
+    # pg_cron runs each job over a libpq connection to this socket (trusted:
+    # initdb -A trust); its launcher then records a run's end at once.
+    cat >> "$DIR/pgdata/postgresql.conf" <<EOF
+cron.database_name = 'postgres'
+cron.use_background_workers = off
+cron.host = '$DIR'
+EOF
+fi
 "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/pgdata" -l "$DIR/postgres.log" -w -t 60 start >/dev/null
 
 cat > "$DIR/sandbox.env" <<EOF
@@ -111,6 +131,7 @@ EOF
 psql_as() { local app=$1; shift; "${AS_PG[@]}" PGAPPNAME="$app" "$PGBIN/psql" -X -h "$DIR" -p "$PGPORT" -U postgres -d postgres -v ON_ERROR_STOP=1 "$@"; }
 psql_() { "${AS_PG[@]}" "$PGBIN/psql" -X -h "$DIR" -p "$PGPORT" -U postgres -d postgres -v ON_ERROR_STOP=1 "$@"; }
 psql_ -q -c 'CREATE EXTENSION redislock'
+[ "$CRON" = 1 ] && psql_ -q -c 'CREATE EXTENSION pg_cron'
 
 # --- demo: two sessions, one lock ------------------------------------------------
 A_PID='' B_PID=''
@@ -179,6 +200,51 @@ wait_for 35 "B to return" gone "$B_PID"
 wait "$B_PID" || true
 B_PID=
 echo "B> returned $(cat "$DIR/b.out")  ($(( $(now_ms) - t0 )) ms after A's release was sent; polled every 100 ms)"
+
+# --- DEMO 5: a pg_cron job on the same lock ----------------------------------------
+job_waits() {
+    [ "$(psql_ -At -c "SELECT count(*) FROM redis_lock_waits w JOIN pg_stat_activity a USING (pid)
+                        WHERE w.name = '$LOCK' AND a.application_name = 'pg_cron'")" = 1 ]
+}
+job_ended() {
+    [ "$(psql_ -At -c "SELECT count(*) FROM cron.job_run_details WHERE jobid = $JOBID
+                        AND status IN ('succeeded', 'failed')")" = 1 ]
+}
+if [ "$CRON" = 1 ]; then
+    say "DEMO 5: a pg_cron job waits for session A, then takes '$LOCK'"
+    echo "SELECT 'A acquired again: ' || redis_lock_acquire('$LOCK');" >&3
+    echo "A> SELECT redis_lock_acquire('$LOCK');"
+    wait_for 20 "A to hold $LOCK in Redis" lock_in_redis
+    psql_ -q -c "CREATE TABLE IF NOT EXISTS sandbox_job_log(at timestamptz, got_lock boolean)"
+    # pg_cron 1.4 runs jobs at minute boundaries: this one at the next minute
+    # of the day (UTC), once a day.
+    WHEN=$(psql_ -At -c "SELECT to_char(date_trunc('minute', now() AT TIME ZONE 'UTC')
+        + CASE WHEN extract(second FROM now()) < 55 THEN interval '1 min' ELSE interval '2 min' END, 'FMMI FMHH24')")
+    JOB_SQL="INSERT INTO sandbox_job_log SELECT clock_timestamp(), redis_xact_lock_acquire('$LOCK', '90 s')"
+    echo "SQL> SELECT cron.schedule('sandbox-job', '$WHEN * * *', \$\$$JOB_SQL\$\$);"
+    JOBID=$(psql_ -At -c "SELECT cron.schedule('sandbox-job', '$WHEN * * *', \$\$$JOB_SQL\$\$)")
+    echo "   (job $JOBID; waiting up to a minute for pg_cron to start it at $WHEN UTC)"
+    wait_for 150 "the job to wait for $LOCK (redis_lock_waits)" job_waits
+    echo "redis_lock_waits while the job waits for A:"
+    psql_ -c "SELECT w.pid, a.application_name, w.name, w.kind, w.holders, w.holder_pids
+                FROM redis_lock_waits w JOIN pg_stat_activity a USING (pid)"
+    echo "A> SELECT redis_lock_release('$LOCK');"
+    echo "SELECT 'A released again: ' || redis_lock_release('$LOCK');" >&3
+    wait_for 60 "the job's run to end (cron.job_run_details)" job_ended
+    echo "What the job did (cron.job_run_details, and its row in sandbox_job_log):"
+    psql_ -c "SELECT jobid, runid, status, return_message, start_time, end_time
+                FROM cron.job_run_details WHERE jobid = $JOBID"
+    psql_ -c "SELECT * FROM sandbox_job_log"
+    JOB_STATUS=$(psql_ -At -c "SELECT status FROM cron.job_run_details WHERE jobid = $JOBID")
+    psql_ -q -At -c "SELECT cron.unschedule($JOBID)" >/dev/null
+    if [ "$JOB_STATUS" != succeeded ] || [ "$(psql_ -At -c "SELECT bool_and(got_lock) FROM sandbox_job_log")" != t ]; then
+        echo "sandbox: DEMO FAILED: the job should have taken the lock and succeeded" >&2
+        exit 1
+    fi
+    echo "\$ redis-cli EXISTS $LOCK      -- the job's transaction lock went at its COMMIT"
+    redis-cli -p "$RPORT" EXISTS "$LOCK"
+fi
+
 echo '\q' >&3
 exec 3>&-
 wait_for 20 "A's psql to exit" gone "$A_PID"
@@ -198,7 +264,8 @@ say "summary"
 cat <<EOF
 A held '$LOCK'; B's no-wait attempt returned f; B's 30 s wait showed up in
 pg_stat_activity as wait_event_type 'Extension' and returned t as soon as A
-released.
+released.$([ "$CRON" = 1 ] && printf '\n%s' "A pg_cron job waited for A on the same lock (redis_lock_waits) and took it
+when A released it: cron.job_run_details says succeeded.")
 
 The sandbox keeps running:
   PostgreSQL  psql -h $DIR -p $PGPORT -U postgres postgres

@@ -11,6 +11,7 @@ PACKAGES=(
     redis-server                # throwaway Redis for the tests
     redis-sentinel              # multi-node tests
     pgbouncer                   # test 385: locks through a transaction pooler
+    postgresql-15-cron          # test 400: pg_cron jobs taking locks (skipped, counted, without it)
     libipc-run-perl             # PostgreSQL::Test::Utils needs IPC::Run
     libdbd-pg-perl              # multi-session TAP tests (RedisLockTest::Session)
     libredis-perl               # Redis client for Perl tests

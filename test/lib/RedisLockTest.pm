@@ -281,6 +281,53 @@ sub node
 
 =pod
 
+=item RedisLockTest::pg_cron_missing()
+
+Why pg_cron cannot be used with the PostgreSQL the tests run (the first
+C<pg_config> on PATH, which run-all.sh puts REDISLOCK_PGBIN's directory in
+front of): its library or control file is not installed there, or its
+version is older than 1.4 (the tests use cron.job_run_details and named
+jobs as 1.4 has them).  undef when it can.
+
+=item RedisLockTest::require_pg_cron()
+
+Skips the whole test file, loudly, when pg_cron_missing gives a reason: a
+diag line "SKIPPED: <reason>" and C<plan skip_all> with the reason, which
+run-all.sh counts and names in its summary ("run-all: SKIPPED ...").
+Debian's package is postgresql-<version>-cron (test/setup-deps.sh installs
+it).
+
+=cut
+
+sub pg_cron_missing
+{
+	my ($pkglib, $share) = map {
+		my $v = `pg_config --$_ 2>/dev/null`;
+		chomp $v;
+		$v;
+	} qw(pkglibdir sharedir);
+	return "pg_config not found on PATH" if $pkglib eq '' || $share eq '';
+	my $control = "$share/extension/pg_cron.control";
+	return "pg_cron is not installed in this PostgreSQL ($pkglib/pg_cron.so missing)"
+	  unless -f "$pkglib/pg_cron.so";
+	return "pg_cron is not installed in this PostgreSQL ($control missing)"
+	  unless -f $control;
+	my ($version) = slurp($control) =~ /^\s*default_version\s*=\s*'([^']*)'/m;
+	return "pg_cron $version is older than 1.4"
+	  unless defined $version && $version =~ /^(\d+)\.(\d+)/ && ($1 > 1 || $2 >= 4);
+	return undef;
+}
+
+sub require_pg_cron
+{
+	my $why = pg_cron_missing();
+	return unless defined $why;
+	Test::More::diag("SKIPPED: $why (Debian: apt-get install postgresql-15-cron)");
+	Test::More::plan(skip_all => $why);
+}
+
+=pod
+
 =back
 
 =cut
