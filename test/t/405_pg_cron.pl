@@ -1,4 +1,4 @@
-# 400_pg_cron.pl — pg_cron jobs take redislock's locks, in both of pg_cron's
+# 405_pg_cron.pl — pg_cron jobs take redislock's locks, in both of pg_cron's
 # ways of running a job: background workers (cron.use_background_workers =
 # on) and libpq connections to the server (off; cron.host is the node's
 # Unix socket directory, where pg_hba trusts local connections).  For each:
