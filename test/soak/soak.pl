@@ -43,6 +43,9 @@ use SoakRng;
 
 # --- options ----------------------------------------------------------------------
 my %FAULT_KINDS = map { $_ => 1 } qw(listener pubsub pause stop-holder stop-watchdog restart);
+# a control, not in "all": the listener stopped for 8 s without the lost
+# wake-up check being told, so that the check must fire (it can fail)
+my %CONTROL_KINDS = ('stop-listener' => 1);
 my ($MINUTES, $SEED, $FAULTS, $SQL_N, $JAVA_N, $PRIME) = (3, undef, 'all', 8, 3, 0);
 GetOptions(
 	'minutes=f' => \$MINUTES,
@@ -59,8 +62,8 @@ elsif ($FAULTS ne 'none')
 {
 	for my $k (split /,/, $FAULTS)
 	{
-		die "soak: unknown fault kind '$k' (known: " . join(',', sort keys %FAULT_KINDS) . ")\n"
-		  unless $FAULT_KINDS{$k};
+		die "soak: unknown fault kind '$k' (known: " . join(',', sort keys %FAULT_KINDS, keys %CONTROL_KINDS) . ")\n"
+		  unless $FAULT_KINDS{$k} || $CONTROL_KINDS{$k};
 		$fault_on{$k} = 1;
 	}
 }
@@ -342,6 +345,9 @@ sub start_op
 	my $hold_end = $r->weighted({ release => 10, cancel => 2, terminate => 1.5, disconnect => 1.5,
 			($xact ? (rollback => 3) : ()) });
 	my $hold_s = $r->float < 0.06 ? $r->between(9, 15) : $r->between(0.02, 1.5);
+	# a call during the hold: the owner id drawn while holding (a session
+	# whose first call was the acquisition draws it only now)
+	my $hold_call = $r->float < 0.3 ? 'redis_lock_owner_id() IS NOT NULL, ' : '';
 	my $fair = $kind eq 'fair' || ($kind eq 'xact' && $r->float < 0.3) ? 'true' : 'false';
 	my $lock = $kind eq 'fair' || $fair eq 'true' ? $FAIR : $r->pick(@EXCL);
 	my @pair = do { my $a = $r->int(3); my $b = ($a + 1 + $r->int(2)) % 3; sort($EXCL[$a], $EXCL[$b]) };
@@ -393,7 +399,8 @@ sub start_op
 	my $label = $kind . ($xact && $kind ne 'xact' ? '(xact)' : '');
 	$ops{$label}++;
 	$w->{op} = { kind => $kind, label => $label, xact => $xact, wait_s => $wait_s, wait_end => $wait_end,
-		wait_end_at => $wait_end_at, hold_end => $hold_end, hold_s => $hold_s, hold => $h, sql => $sql,
+		wait_end_at => $wait_end_at, hold_end => $hold_end, hold_s => $hold_s, hold_call => $hold_call,
+		hold => $h, sql => $sql,
 		t0 => time() };
 	push @{ $PID_OPS{ $w->{pid} } }, $label . ($w->{nops} ? '' : ' (first call of the session)');
 	$w->{s}->start($sql);
@@ -547,7 +554,7 @@ sub step_worker
 		enter_hold($h, wid($w));
 		$op->{held_at} = $now;
 		$w->{state} = 'hold';
-		$s->start("SELECT pg_sleep($op->{hold_s})");
+		$s->start("SELECT $op->{hold_call}pg_sleep($op->{hold_s})");
 		$op->{end_at} = $now + ($op->{hold_end} =~ /^(release|rollback)$/ ? 0 : $w->{rng}->float($op->{hold_s}));
 		return;
 	}
@@ -872,6 +879,12 @@ sub fault_step
 		if (!@h) { $faults{$kind}--; $fault = undef; $next_fault = $now + 1; return; }
 		my $w = $h[ $frng->int(scalar @h) ];
 		stop_pid($w->{pid}, $dur);
+		$fault->{until} = $now + $dur;
+	}
+	elsif ($kind eq 'stop-listener')
+	{
+		$dur = 8;
+		stop_pid(listener_pid(), $dur);
 		$fault->{until} = $now + $dur;
 	}
 	elsif ($kind eq 'stop-watchdog')
