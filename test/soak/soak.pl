@@ -328,8 +328,8 @@ sub wait_arg
 	return ('NULL', undef);
 }
 
-# start an operation: decides everything about it from the worker's stream
-sub start_op
+# decide an operation: everything about it from the worker's stream
+sub decide_op
 {
 	my ($w) = @_;
 	my $r = $w->{rng};
@@ -397,11 +397,24 @@ sub start_op
 	else { $sql = "SELECT redis_latch_try_set_count(" . lit($LATCH) . ", 1 + " . $r->int(3) . ")"; }
 
 	my $label = $kind . ($xact && $kind ne 'xact' ? '(xact)' : '');
-	$ops{$label}++;
-	$w->{op} = { kind => $kind, label => $label, xact => $xact, wait_s => $wait_s, wait_end => $wait_end,
+	my @touch = $h ? @{ $h->{names} } : ($LATCH);
+	return { kind => $kind, label => $label, xact => $xact, wait_s => $wait_s, wait_end => $wait_end,
 		wait_end_at => $wait_end_at, hold_end => $hold_end, hold_s => $hold_s, hold_call => $hold_call,
-		hold => $h, sql => $sql,
-		t0 => time() };
+		hold => $h, sql => $sql, touch => \@touch };
+}
+
+# start the decided operation, unless a name it touches is in a lull (then
+# it waits, decided as it is, so that the worker's decisions replay)
+sub launch_op
+{
+	my ($w) = @_;
+	my $op = $w->{pending} //= decide_op($w);
+	return if grep { lulled($_) } @{ $op->{touch} };
+	delete $w->{pending};
+	my ($label, $sql, $h) = @$op{qw(label sql hold)};
+	$ops{$label}++;
+	$op->{t0} = time();
+	$w->{op} = $op;
 	push @{ $PID_OPS{ $w->{pid} } }, $label . ($w->{nops} ? '' : ' (first call of the session)');
 	$w->{s}->start($sql);
 	$w->{state} = $h ? 'acq' : 'simple';
@@ -487,7 +500,7 @@ sub step_worker
 			$w->{owner} = eval { $w->{s}->query('SELECT redis_lock_owner_id()') };
 			$OWNER_TO_W{ $w->{owner} } = $w if defined $w->{owner};
 		}
-		start_op($w);
+		launch_op($w);
 		return;
 	}
 	my $s = $w->{s};
@@ -691,10 +704,19 @@ sub step_java
 	if ($st eq 'idle')
 	{
 		return if $ending || $now < ($j->{next_at} // 0);
-		my $kind = $r->weighted(\%JAVA_KIND_W);
-		$ops{"java_$kind"}++;
-		$j->{op} = { kind => $kind, deadline => $now + $r->between(0, 3), hold_s => $r->between(0.05, 2),
-			hold_end => $r->weighted({ release => 8, disconnect => 1 }), lock => $r->pick(@EXCL) };
+		if (!$j->{pending})
+		{
+			my $kind = $r->weighted(\%JAVA_KIND_W);
+			my $o = { kind => $kind, wait_s => $r->between(0, 3), hold_s => $r->between(0.05, 2),
+				hold_end => $r->weighted({ release => 8, disconnect => 1 }), lock => $r->pick(@EXCL) };
+			$o->{touch} = $kind eq 'lock' ? $o->{lock} : $kind eq 'fair' ? $FAIR : $kind =~ /^(read|write)$/ ? $RW
+			  : $kind eq 'sem' ? $SEM : $kind eq 'permit' ? $PMT : $LATCH;
+			$j->{pending} = $o;
+		}
+		return if lulled($j->{pending}{touch});
+		$j->{op} = delete $j->{pending};
+		$j->{op}{deadline} = $now + $j->{op}{wait_s};
+		$ops{"java_$j->{op}{kind}"}++;
 		$j->{thread}++;
 		$j->{state} = 'try';
 		$j->{next_try} = 0;
@@ -803,6 +825,27 @@ sub step_java
 		$j->{next_at} = $now + $r->between(0.05, 0.5);
 		return;
 	}
+}
+
+# --- lulls ------------------------------------------------------------------------------------------
+# Every 15-30 s one name gets 8 s in which no new operation starts on it
+# (those decided wait): the waiters already there must get it once its
+# holders leave.  Without lulls a free resource is taken at once by a new
+# arrival, and a waiter that missed its wake-up would go unseen.
+my $lrng = SoakRng->new($SEED, 2);
+my %lull;    # name => until
+my $lulls = 0;
+my $next_lull = time() + $lrng->between(10, 20);
+my $LULL_S = 8;
+sub lulled { my ($n) = @_; return ($lull{$n} // 0) > time(); }
+sub lull_step
+{
+	my $now = time();
+	return if $now < $next_lull;
+	my $n = $lrng->pick(@EXCL, $FAIR, $RW, $SEM, $PMT, $LATCH);
+	$lull{$n} = $now + $LULL_S;
+	$lulls++;
+	$next_lull = $now + $lrng->between(15, 30);
 }
 
 # --- faults ---------------------------------------------------------------------------------------
@@ -1099,6 +1142,7 @@ while (time() < $END_AT)
 	}
 	step_java($_, 0) for @J;
 	fault_step(0);
+	lull_step();
 	sample_wakeups();
 	mem_step();
 	if (time() >= $next_crash) { crash_check(); $next_crash = time() + 1; }
@@ -1201,6 +1245,7 @@ for my $k (sort grep { !/:/ } keys %ops)
 	my @ends = map { my ($how) = /^\Q$k\E:(.*)$/; "$how=$ops{$_}" } sort grep { /^\Q$k\E:/ } keys %ops;
 	say sprintf("  %-20s %6d   %s\n", $k, $ops{$k}, join(' ', @ends));
 }
+say "lulls: $lulls of ${LULL_S} s\n";
 say "faults injected: " . (join(' ', map { "$_=$faults{$_}" } sort keys %faults) || 'none') . "\n";
 say "errors by SQLSTATE: " . (join(' ', map { "$_=$errs{$_}" } sort keys %errs) || 'none') . "\n";
 say sprintf("waiter memory: %d long waits sampled, end/start ratio max %.3f\n", scalar(@ratios),
