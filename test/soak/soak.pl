@@ -828,7 +828,7 @@ sub step_java
 }
 
 # --- lulls ------------------------------------------------------------------------------------------
-# Every 15-30 s one name gets 8 s in which no new operation starts on it
+# Every 10-25 s one name gets 8 s in which no new operation starts on it
 # (those decided wait): the waiters already there must get it once its
 # holders leave.  Without lulls a free resource is taken at once by a new
 # arrival, and a waiter that missed its wake-up would go unseen.
@@ -845,7 +845,7 @@ sub lull_step
 	my $n = $lrng->pick(@EXCL, $FAIR, $RW, $SEM, $PMT, $LATCH);
 	$lull{$n} = $now + $LULL_S;
 	$lulls++;
-	$next_lull = $now + $lrng->between(15, 30);
+	$next_lull = $now + $lrng->between(10, 25);
 }
 
 # --- faults ---------------------------------------------------------------------------------------
