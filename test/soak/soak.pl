@@ -45,7 +45,9 @@ use SoakRng;
 my %FAULT_KINDS = map { $_ => 1 } qw(listener pubsub pause stop-holder stop-watchdog restart);
 # a control, not in "all": the listener stopped for 8 s without the lost
 # wake-up check being told, so that the check must fire (it can fail)
-my %CONTROL_KINDS = ('stop-listener' => 1);
+# force-release: a held exclusive lock deleted under its holder
+# (redis_lock_force_release), so that the exclusion check must fire
+my %CONTROL_KINDS = ('stop-listener' => 1, 'force-release' => 1);
 my ($MINUTES, $SEED, $FAULTS, $SQL_N, $JAVA_N, $PRIME) = (3, undef, 'all', 8, 3, 0);
 GetOptions(
 	'minutes=f' => \$MINUTES,
@@ -929,6 +931,13 @@ sub fault_step
 		$dur = 8;
 		stop_pid(listener_pid(), $dur);
 		$fault->{until} = $now + $dur;
+	}
+	elsif ($kind eq 'force-release')
+	{
+		my @h = grep { $_->{state} eq 'hold' && $_->{op}{hold}{kind} eq 'excl' } @W;
+		if (!@h) { $faults{$kind}--; $fault = undef; $next_fault = $now + 1; return; }
+		my $w = $h[ $frng->int(scalar @h) ];
+		eval { obs()->query('SELECT redis_lock_force_release(' . lit($w->{op}{hold}{names}[0]) . ')') };
 	}
 	elsif ($kind eq 'stop-watchdog')
 	{
