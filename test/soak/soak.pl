@@ -1116,6 +1116,20 @@ sub crash_check
 	{
 		last unless $line =~ /\n$/;
 		$crash_off += length $line;
+		if ($line =~ /of the ended session with PID (\d+)/)
+		{
+			# the worker gave back what a session held because it took
+			# the session for ended: is that session one of ours, alive?
+			my $pid = $1;
+			my ($w) = grep { $_->{s} && $_->{pid} == $pid && $_->{state} !~ /^(term|down)$/ } @W;
+			if ($w)
+			{
+				chomp $line;
+				my @o = @{ $PID_OPS{$pid} // [] };
+				violation('live-session', wid($w) . " is alive (state $w->{state}) but the worker said: $line; "
+					  . 'the session ran ' . scalar(@o) . ' operation(s): ' . join(', ', @o[ ($#o > 4 ? $#o - 4 : 0) .. $#o ]));
+			}
+		}
 		if ($line =~ /terminated by signal|TRAP:|PANIC:/)
 		{
 			chomp $line;
