@@ -347,6 +347,9 @@ sub decide_op
 	my $hold_end = $r->weighted({ release => 10, cancel => 2, terminate => 1.5, disconnect => 1.5,
 			($xact ? (rollback => 3) : ()) });
 	my $hold_s = $r->float < 0.06 ? $r->between(9, 15) : $r->between(0.02, 1.5);
+	# where in the hold a cancel, terminate or disconnect comes (drawn
+	# whether or not the lock comes: every operation draws alike)
+	my $end_frac = $r->float;
 	# a call during the hold: the owner id drawn while holding (a session
 	# whose first call was the acquisition draws it only now)
 	my $hold_call = $r->float < 0.3 ? 'redis_lock_owner_id() IS NOT NULL, ' : '';
@@ -401,7 +404,8 @@ sub decide_op
 	my $label = $kind . ($xact && $kind ne 'xact' ? '(xact)' : '');
 	my @touch = $h ? @{ $h->{names} } : ($LATCH);
 	return { kind => $kind, label => $label, xact => $xact, wait_s => $wait_s, wait_end => $wait_end,
-		wait_end_at => $wait_end_at, hold_end => $hold_end, hold_s => $hold_s, hold_call => $hold_call,
+		wait_end_at => $wait_end_at, hold_end => $hold_end, hold_s => $hold_s, end_frac => $end_frac,
+		hold_call => $hold_call,
 		hold => $h, sql => $sql, touch => \@touch };
 }
 
@@ -570,7 +574,7 @@ sub step_worker
 		$op->{held_at} = $now;
 		$w->{state} = 'hold';
 		$s->start("SELECT $op->{hold_call}pg_sleep($op->{hold_s})");
-		$op->{end_at} = $now + ($op->{hold_end} =~ /^(release|rollback)$/ ? 0 : $w->{rng}->float($op->{hold_s}));
+		$op->{end_at} = $now + ($op->{hold_end} =~ /^(release|rollback)$/ ? 0 : $op->{end_frac} * $op->{hold_s});
 		return;
 	}
 	if ($st eq 'hold')
@@ -709,7 +713,10 @@ sub step_java
 		if (!$j->{pending})
 		{
 			my $kind = $r->weighted(\%JAVA_KIND_W);
+			# the polling interval and the pause after the operation are
+			# drawn here too, so that the stream does not depend on timing
 			my $o = { kind => $kind, wait_s => $r->between(0, 3), hold_s => $r->between(0.05, 2),
+				poll_s => $r->between(0.05, 0.3), pause_s => $r->between(0.05, 0.5),
 				hold_end => $r->weighted({ release => 8, disconnect => 1 }), lock => $r->pick(@EXCL) };
 			$o->{touch} = $kind eq 'lock' ? $o->{lock} : $kind eq 'fair' ? $FAIR : $kind =~ /^(read|write)$/ ? $RW
 			  : $kind eq 'sem' ? $SEM : $kind eq 'permit' ? $PMT : $LATCH;
@@ -733,11 +740,11 @@ sub step_java
 			if ($k eq 'fair') { my ($ok) = jcall($j, sub { $_[0]->fair_acquire_failed($FAIR, $j->{thread}) }); return unless $ok; }
 			$ops{"java_$k:timeout"}++;
 			$j->{state} = 'idle';
-			$j->{next_at} = $now + $r->between(0.05, 0.5);
+			$j->{next_at} = $now + $op->{pause_s};
 			return;
 		}
 		return if $now < $j->{next_try};
-		$j->{next_try} = $now + $r->between(0.05, 0.3);
+		$j->{next_try} = $now + $op->{poll_s};
 		my $t = $j->{thread};
 		my ($res, $err);
 		if ($k eq 'latch_down') { ($res) = jcall($j, sub { $_[0]->count_down($LATCH) }); $ops{'java_latch_down:done'}++ if $res; $j->{state} = 'idle' if $res; return; }
@@ -824,7 +831,7 @@ sub step_java
 			note(jid($j) . " $k: unlock said " . ($res->[0] // 'nil') . ' (hold gone before its lease)');
 		}
 		$j->{state} = 'idle';
-		$j->{next_at} = $now + $r->between(0.05, 0.5);
+		$j->{next_at} = $now + $op->{pause_s};
 		return;
 	}
 }
@@ -892,17 +899,21 @@ sub fault_step
 		}
 		$quiet_since = $now + $SETTLE_S if $fault->{wake};
 		$fault = undef;
-		$next_fault = $now + $frng->between(3, 15);
+		$next_fault = $now + $fault->{gap};
 		return;
 	}
 	return if $ending || !%fault_on || $now < $next_fault;
+	# every fault draws the same five numbers, whatever happens to it
 	my $kind = $frng->pick(sort keys %fault_on);
 	my $dur = $frng->between(0.3, $STOP_MAX_S);
+	my $ms = int(1000 * $frng->between(0.2, 1.5));
+	my $frac = $frng->float;
+	my $gap = $frng->between(3, 15);
 	$faults{$kind}++;
 	# stopping a holder or the watchdog does not touch wake-ups: the
 	# windows of the lost wake-up check go on through them
 	my $wake = $kind =~ /^(listener|pubsub|pause|restart)$/ ? 1 : 0;
-	$fault = { kind => $kind, at => $now, until => $now, wake => $wake };
+	$fault = { kind => $kind, at => $now, until => $now, wake => $wake, gap => $gap };
 	$quiet_since = 9e9 if $wake;
 	if ($kind eq 'listener')
 	{
@@ -914,15 +925,14 @@ sub fault_step
 	elsif ($kind eq 'pubsub') { eval { lcmd('CLIENT', 'KILL', 'TYPE', 'pubsub') }; }
 	elsif ($kind eq 'pause')
 	{
-		my $ms = int(1000 * $frng->between(0.2, 1.5));
 		eval { lcmd('CLIENT', 'PAUSE', $ms) };
 		$fault->{until} = $now + $ms / 1000;
 	}
 	elsif ($kind eq 'stop-holder')
 	{
 		my @h = grep { $_->{state} eq 'hold' && $_->{s} } @W;
-		if (!@h) { $faults{$kind}--; $fault = undef; $next_fault = $now + 1; return; }
-		my $w = $h[ $frng->int(scalar @h) ];
+		if (!@h) { $faults{$kind}--; $faults{"$kind(nobody held)"}++; $fault->{wake} = 0; return; }
+		my $w = $h[ int($frac * @h) ];
 		stop_pid($w->{pid}, $dur);
 		$fault->{until} = $now + $dur;
 	}
@@ -935,8 +945,8 @@ sub fault_step
 	elsif ($kind eq 'force-release')
 	{
 		my @h = grep { $_->{state} eq 'hold' && $_->{op}{hold}{kind} eq 'excl' } @W;
-		if (!@h) { $faults{$kind}--; $fault = undef; $next_fault = $now + 1; return; }
-		my $w = $h[ $frng->int(scalar @h) ];
+		if (!@h) { $faults{$kind}--; $faults{"$kind(nobody held)"}++; $fault->{wake} = 0; return; }
+		my $w = $h[ int($frac * @h) ];
 		eval { obs()->query('SELECT redis_lock_force_release(' . lit($w->{op}{hold}{names}[0]) . ')') };
 	}
 	elsif ($kind eq 'stop-watchdog')
