@@ -898,8 +898,8 @@ sub fault_step
 			}
 		}
 		$quiet_since = $now + $SETTLE_S if $fault->{wake};
-		$fault = undef;
 		$next_fault = $now + $fault->{gap};
+		$fault = undef;
 		return;
 	}
 	return if $ending || !%fault_on || $now < $next_fault;
@@ -914,6 +914,7 @@ sub fault_step
 	# windows of the lost wake-up check go on through them
 	my $wake = $kind =~ /^(listener|pubsub|pause|restart)$/ ? 1 : 0;
 	$fault = { kind => $kind, at => $now, until => $now, wake => $wake, gap => $gap };
+	note("fault: $kind" . ($kind =~ /^stop/ ? sprintf(' for %.1f s', $dur) : $kind eq 'pause' ? " for $ms ms" : ''));
 	$quiet_since = 9e9 if $wake;
 	if ($kind eq 'listener')
 	{
