@@ -706,7 +706,6 @@ sub step_java
 	my $now = time();
 	my $st = $j->{state};
 	my $r = $j->{rng};
-	my $name = sub { $_[0] };
 	if ($st eq 'idle')
 	{
 		return if $ending || $now < ($j->{next_at} // 0);
@@ -1206,7 +1205,7 @@ for my $w (@W)
 	$s->close if $s;
 	$w->{state} = 'down';
 }
-for my $round (1 .. 500)
+for (1 .. 500)
 {
 	my $busy = 0;
 	for my $j (@J) { next if $j->{state} eq 'idle'; $busy++; step_java($j, 1); }
@@ -1219,7 +1218,6 @@ for my $j (@J)
 }
 $_->{c} && $_->{c}->conn->close for @J;
 
-my $deadline = time() + 60;
 RedisLockTest::wait_until(60, 'no client backend left but the observer', sub {
 	obs()->query("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()") == 0;
 }) or violation('leftover', 'client backends still there 60 s after every session was closed');
