@@ -11,6 +11,7 @@ PACKAGES=(
     redis-server                # throwaway Redis for the tests
     redis-sentinel              # multi-node tests
     pgbouncer                   # test 385: locks through a transaction pooler
+    gdb                         # test 393: holds a waiter at one point of its wait
     libipc-run-perl             # PostgreSQL::Test::Utils needs IPC::Run
     libdbd-pg-perl              # multi-session TAP tests (RedisLockTest::Session)
     libredis-perl               # Redis client for Perl tests
