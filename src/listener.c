@@ -216,6 +216,8 @@ channel_state(const Channel *ch)
 	 * masters failed, the waiters subscribe by themselves, and retry on
 	 * their own time if they cannot hear enough masters either.
 	 */
+	if (nlinks == 0)
+		return RL_CHANNEL_FAILED;
 	for (int i = 0; i < nlinks; i++)
 	{
 		if (links[i].failed)

@@ -12,7 +12,10 @@
  * the lock (cancel, timeout, an error) passes the wake on, so a wake is
  * never lost with it. Whenever the listener may have missed messages (its
  * connection dropped, it restarted) it takes READY back and gives it again
- * once subscribed anew, and the waiters retry then.
+ * once subscribed anew, and the waiters retry then: the mark of such a
+ * lapse is taken only by the waiter's look that is followed by a retry, so
+ * a look that comes between two sleeps (a deadlock check's round) cannot
+ * swallow it.
  *
  * src/wakeup.c
  */
