@@ -143,7 +143,6 @@ sub waiters_ok
 	my ($ma, $mb, $mc) = $rl->nodes;
 	my $node = RedisLockTest::node('lm_redlock_minority', undef,
 		'redislock.redlock_nodes' => $rl->list);
-	my $obs = RedisLockTest::observer($node);
 	my $h = RedisLockTest::Session->new($node);
 	my $w = RedisLockTest::Session->new($node);
 	for my $r ($mb, $mc)
@@ -159,8 +158,8 @@ sub waiters_ok
 	waits_ok($w, 'redlock minority: the waiter');
 	until_ok('redlock minority: both masters refused a subscription',
 		sub { !grep { scalar(grep { /subscribe/ } $_->cli('ACL', 'LOG')) == 0 } ($mb, $mc) });
-	my $listener = $obs->query("SELECT pid FROM pg_stat_activity WHERE backend_type = 'redislock listener'");
-	ok(kill('STOP', $listener), 'redlock minority: the listener is stopped');
+	my $listener = RedisLockTest::stop_listener($node);
+	ok(defined $listener, 'redlock minority: the listener is stopped');
 	is($h->query("SELECT redis_lock_release('lm:minority')"), 't',
 		'redlock minority: the holder releases (published on the two refusing masters only)');
 	my ($v, $err) = $w->finish($BOUND);

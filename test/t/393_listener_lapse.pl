@@ -181,8 +181,8 @@ for my $k (@kinds)
 	until_ok("$what: the waiter is held at the round after a deadlock-check wake", sub { held($gdb) })
 	  or diag(slurp($gdb->{out}));
 
-	my $listener = listener_pid();
-	ok(kill('STOP', $listener), "$what: the listener is stopped");
+	my $listener = RedisLockTest::stop_listener($node);
+	ok(defined $listener, "$what: the listener is stopped");
 	ok($rc->cmd('CLIENT', 'KILL', 'TYPE', 'pubsub') >= 1, "$what: CLIENT KILL TYPE pubsub");
 	until_ok("$what: nobody is subscribed", sub { numsub($k->{channel}) == 0 });
 	is($holder->query(sprintf($k->{release}, $taken // '')), 't', "$what: the holder lets go, heard by nobody");

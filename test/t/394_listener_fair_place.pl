@@ -13,7 +13,8 @@
 # itself, renews its place, and would drop an expired head. W1's place must
 # be renewed past its first deadline with the queue still W1, W2; once the
 # holder releases (heard by nobody: W1's channel is not subscribed), W1 gets
-# the lock first and W2 after it (fencing tokens in that order).
+# the lock first and W2 after it (fencing tokens in that order). The same
+# for a writer's mark, the place a writer waiting behind readers keeps.
 use strict;
 use warnings;
 use FindBin;
@@ -53,8 +54,8 @@ my $o2 = $w2->query('SELECT redis_lock_owner_id()');
 until_ok('the listener runs', sub { defined listener_pid() });
 is($h->query("SELECT redis_lock_acquire('$NAME', '0', '10 min', true)"), 't',
 	'the holder takes the fair lock for 10 minutes');
-my $listener = listener_pid();
-ok(kill('STOP', $listener), 'the listener is stopped: it subscribes nothing');
+my $listener = RedisLockTest::stop_listener($node);
+ok(defined $listener, 'the listener is stopped: it subscribes nothing');
 
 $w1->start("SELECT redis_lock_acquire('$NAME', '$BOUND s', '10 min', true)");
 until_ok('W1 is queued', sub { join(',', @{ fair_queue($rc, $NAME) }) eq $o1 });
@@ -82,8 +83,34 @@ my $t2 = $w2->query("SELECT redis_lock_fencing_token('$NAME')");
 ok(defined $t1 && defined $t2 && $t1 < $t2, "fencing tokens in FIFO order ($t1, $t2)");
 is($w2->query("SELECT redis_lock_release('$NAME')"), 't', 'W2 releases');
 
+# --- a waiting writer's mark, the other place a waiter renews --------------------------
+# A writer waiting behind readers keeps a mark that new readers of ours let
+# pass; it lives fair_wait_timeout unless renewed. With the listener still
+# stopped, the writer's mark must be renewed (its PTTL goes up again), a
+# new reader must stay out, and the writer gets the lock once the reader
+# releases.
+my $RW   = 'l394:rw';
+my $mark = FakeRedisson::prefix_name('redislock_rwlock_writer', $RW);
+is($h->query("SELECT redis_read_lock_acquire('$RW', '0', '10 min')"), 't',
+	'writer: a reader holds the lock for 10 minutes');
+$w1->start("SELECT redis_write_lock_acquire('$RW', '$BOUND s', '10 min')");
+until_ok('writer: its mark is up', sub { $rc->cmd('EXISTS', $mark) == 1 });
+my $last;
+until_ok('writer: its mark is renewed while the listener is stopped', sub {
+		my $p = $rc->cmd('PTTL', $mark);
+		my $renewed = defined $last && $p > $last;
+		$last = $p;
+		return $renewed;
+	});
+is($w2->query("SELECT redis_read_lock_acquire('$RW', '0', '10 min')"), 'f',
+	'writer: a new reader stays out behind the waiting writer');
+is($h->query("SELECT redis_read_lock_release('$RW')"), 't', 'writer: the reader releases');
+my ($vw, $ew) = $w1->finish($BOUND + 30);
+is($vw, 't', 'writer: the writer gets the lock') or diag($ew // 'no error');
+is($w1->query("SELECT redis_write_lock_release('$RW')"), 't', 'writer: the writer releases');
+
 ok(kill('CONT', $listener), 'the listener resumes');
-is($rc->cmd('EXISTS', $NAME, FakeRedisson::queue_key($NAME)), 0, 'nothing left in Redis');
+is($rc->cmd('EXISTS', $NAME, FakeRedisson::queue_key($NAME), $RW, $mark), 0, 'nothing left in Redis');
 RedisLockTest::no_crash_ok($node, 'fair place');
 
 $_->close for $h, $w1, $w2;
