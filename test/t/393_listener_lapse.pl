@@ -28,7 +28,8 @@ use RedisLockTest;
 use FakeRedisson;
 use Test::More;
 
-# Every hold here has a 10-minute lease; the waiter may wait 5 minutes,
+# Every hold here has a 10-minute lease (a semaphore's holders, renewed by
+# the worker, the watchdog's 10 minutes); the waiter may wait 5 minutes,
 # and must get what it waits for within $BOUND seconds (a wait also tries
 # once more at its own end, which must not be what saves it).
 my $BOUND = 60;
@@ -42,7 +43,8 @@ if (system('gdb --version >/dev/null 2>&1') != 0)
 my $redis = RedisLockTest::Redis->new;
 my $node  = RedisLockTest::node('lapse', $redis,
 	'redislock.deadlock_timeout'  => '100ms',
-	'redislock.fair_wait_timeout' => '10min');
+	'redislock.fair_wait_timeout' => '10min',
+	'redislock.watchdog_timeout'  => '600s');
 my $rc  = FakeRedisson::Conn->new(port => $redis->port);
 my $obs = RedisLockTest::observer($node);
 my $dir = tempdir(CLEANUP => 1);
