@@ -69,6 +69,21 @@ rl_redlock_quorum(void)
 	return rl_redlock_size() / 2 + 1;
 }
 
+/*
+ * How many of n masters a waiter must hear from to be sure of hearing a
+ * release: n - quorum + 1, the least that shares a master with every
+ * majority. A release publishes only on the masters where the hold was
+ * (release.lua: a master without it stays silent), and a lock someone
+ * holds was granted by a majority; a waiter subscribed on fewer masters
+ * may hear nothing of it (with 3 masters: subscribed on one, the lock held
+ * on the other two), and would sleep to the lease end with the lock free.
+ */
+int
+rl_redlock_heard_needed(int n)
+{
+	return n - (n / 2 + 1) + 1;
+}
+
 RLConn *
 rl_redlock_conn(int i)
 {
@@ -286,7 +301,9 @@ rl_redlock_run_cmds_agreed(int n, const RLCommand *cmds, RLAgree how,
 
 /*
  * Subscribes to channel on every Redlock master that can be reached, so
- * that an unlock on any of them wakes us. True if at least one confirmed.
+ * that an unlock on any of them wakes us. True if enough confirmed to hear
+ * every release (rl_redlock_heard_needed); if not, no message can be
+ * relied on, and the caller retries on its own time.
  */
 bool
 rl_redlock_subscribe(const char *channel)
@@ -308,7 +325,7 @@ rl_redlock_subscribe(const char *channel)
 		if (rl_subscribe(&redlock_sub[i], 1, &chan))
 			nsubscribed++;
 	}
-	return nsubscribed > 0;
+	return nsubscribed >= rl_redlock_heard_needed(rl_redlock_size());
 }
 
 int

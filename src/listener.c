@@ -209,9 +209,15 @@ channel_state(const Channel *ch)
 	}
 
 	/*
-	 * Redlock: heard on any master is enough, as a release publishes on
-	 * every master it reaches; but not while one is still subscribing.
+	 * Redlock: a release publishes only on the masters where it was held,
+	 * a majority for a held lock. READY needs every master that can be
+	 * reached subscribed (none pending), and at least enough of them to
+	 * share one with every majority (rl_redlock_heard_needed); with more
+	 * masters failed, the waiters subscribe by themselves, and retry on
+	 * their own time if they cannot hear enough masters either.
 	 */
+	if (nlinks == 0)
+		return RL_CHANNEL_FAILED;
 	for (int i = 0; i < nlinks; i++)
 	{
 		if (links[i].failed)
@@ -221,9 +227,9 @@ channel_state(const Channel *ch)
 		else
 			pending++;
 	}
-	if (subscribed > 0 && pending == 0)
+	if (pending == 0 && subscribed >= rl_redlock_heard_needed(nlinks))
 		return RL_CHANNEL_READY;
-	if (failed == nlinks)
+	if (nlinks - failed < rl_redlock_heard_needed(nlinks))
 		return RL_CHANNEL_FAILED;
 	return RL_CHANNEL_PENDING;
 }

@@ -41,6 +41,7 @@ extern void rl_route_forget_map(void);
 /* fanout.c: the Redlock masters */
 extern int	rl_redlock_size(void);
 extern int	rl_redlock_quorum(void);
+extern int	rl_redlock_heard_needed(int n);
 extern RLConn *rl_redlock_conn(int i);
 extern int	rl_run_all(int n, const RLEval *evals, RLReply ***replies);
 extern bool rl_run_majority(int n, const RLEval *evals, RLReply ***replies);

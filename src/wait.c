@@ -45,6 +45,17 @@ next_retry(const Attempt *a, bool fair, bool has_place, TimestampTz deadline)
 	return wake;
 }
 
+/*
+ * When our place (fair queue entry, waiting writer's mark) must be
+ * renewed, after an attempt at then; never without one.
+ */
+static TimestampTz
+next_place_refresh(const RLWait *w, TimestampTz then)
+{
+	return w->has_place ?
+		TimestampTzPlusMilliseconds(then, rl_fair_wait_timeout / 3) : DT_NOEND;
+}
+
 /* Sleeps until then, or less if interrupted; for when no message can come. */
 static void
 sleep_until(TimestampTz until)
@@ -59,29 +70,66 @@ sleep_until(TimestampTz until)
 }
 
 /*
- * Makes sure a message will wake us before we try: through the server's
- * listener if it has our channels subscribed (it says so after a drop only
- * once subscribed anew; *again then: retry), else on our own subscriber
- * connection, which we fall back to for good in this wait when the listener
- * cannot serve it (not running, no Redis connection, no room).
+ * How often a Redlock waiter that cannot hear enough masters (see
+ * rl_redlock_subscribe) tries again, as no message may reach it.
  */
-static void
-ensure_subscribed(const RLWait *w, TimestampTz deadline, bool *board,
-				  bool *again)
+#define DEAF_RETRY_MS 1000
+
+/* Where this wait hears of releases. */
+typedef struct Hearing
 {
-	if (*board)
+	bool		board;			/* through the server's listener (wakeup.c) */
+	bool		deaf;			/* Redlock, by itself: too few masters */
+	TimestampTz ready_by;		/* until when to wait for the listener to
+								 * subscribe; DT_NOBEGIN while it has */
+} Hearing;
+
+/*
+ * Makes sure a message will wake us before we try: through the server's
+ * listener if it has our channels subscribed, else on our own subscriber
+ * connection, which we fall back to for good in this wait when the
+ * listener cannot serve it (not running, no Redis connection, no room, not
+ * subscribed within command_timeout). Sets *again when a message may have
+ * been missed (the listener subscribed anew after a drop, or we did): the
+ * attempt that must follow is the one that took the listener's mark.
+ * Returns false, *again set, if until comes before the listener has
+ * subscribed: the caller tries now (our place in a queue must not lapse
+ * meanwhile) and again once it can hear.
+ */
+static bool
+ensure_subscribed(const RLWait *w, TimestampTz until, Hearing *h, bool *again)
+{
+	if (h->board)
 	{
-		if (rl_wakeup_ready(Min(deadline, rl_command_deadline())) > 0)
-			return;
+		int			ready;
+
+		if (h->ready_by == DT_NOBEGIN)
+			h->ready_by = rl_command_deadline();
+		ready = rl_wakeup_ready(Min(until, h->ready_by));
+		if (ready > 0)
+		{
+			h->ready_by = DT_NOBEGIN;
+			*again |= ready > 1;
+			return true;
+		}
+		if (ready == 0 && GetCurrentTimestamp() < h->ready_by)
+		{
+			*again = true;
+			return false;
+		}
 		rl_wakeup_end(false);
-		*board = false;
+		h->board = false;
 		*again = true;
 	}
 	if (rl_mode() == RL_MODE_REDLOCK)
-		(void) rl_redlock_subscribe(w->channels[0]);
-	else if (!rl_sub_conn.subscribed &&
-			 !rl_route_subscribe(w->nchannels, w->channels))
-		rl_report(&rl_sub_conn, ERROR);
+		h->deaf = !rl_redlock_subscribe(w->channels[0]);
+	else if (!rl_sub_conn.subscribed)
+	{
+		if (!rl_route_subscribe(w->nchannels, w->channels))
+			rl_report(&rl_sub_conn, ERROR);
+		*again = true;
+	}
+	return true;
 }
 
 /*
@@ -90,21 +138,27 @@ ensure_subscribed(const RLWait *w, TimestampTz deadline, bool *board,
  * (listener) a message may have been missed.
  */
 static bool
-sleep_for_message(bool board, const Attempt *a, TimestampTz retry_at,
+sleep_for_message(const Hearing *h, const Attempt *a, TimestampTz retry_at,
 				  TimestampTz check_at, TimestampTz deadline)
 {
+	TimestampTz until;
+
 	/*
 	 * Woken only because a deadlock check is due: nothing changed that
 	 * another attempt could find, so go straight to the check.
 	 */
-	if (board)
+	if (h->board)
 		return rl_wakeup_sleep(Min(retry_at, check_at)) != 0 ||
 			GetCurrentTimestamp() >= retry_at;
 	if (rl_mode() != RL_MODE_REDLOCK)
 		return rl_wait_message(&rl_sub_conn, Min(retry_at, check_at)) != 0 ||
 			GetCurrentTimestamp() >= retry_at;
-	if (rl_redlock_wait_message(next_retry(a, false, false, deadline)) < 0)
-		sleep_until(next_retry(a, false, false, deadline));
+	until = next_retry(a, false, false, deadline);
+	if (h->deaf)
+		until = Min(until, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   DEAF_RETRY_MS));
+	if (rl_redlock_wait_message(until) < 0)
+		sleep_until(until);
 	return true;
 }
 
@@ -152,17 +206,21 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	check_at = rl_deadlock_wait_begin(&w->wait_for, start);
 	PG_TRY();
 	{
-		bool		board = rl_wakeup_begin(w->nchannels, w->channels, w->wake_one);
+		Hearing		h = {rl_wakeup_begin(w->nchannels, w->channels, w->wake_one),
+		false, DT_NOBEGIN};
 		bool		again = true;
 		TimestampTz retry_at = deadline;
+		TimestampTz place_at = next_place_refresh(w, start);
 		TimestampTz now;
 
 		for (;;)
 		{
+			bool		heard;
+
 			MemoryContextSwitchTo(caller);
 			MemoryContextReset(round);
 			MemoryContextSwitchTo(round);
-			ensure_subscribed(w, deadline, &board, &again);
+			heard = ensure_subscribed(w, Min(deadline, place_at), &h, &again);
 			if (again)
 			{
 				w->attempt(w->arg, a);
@@ -172,13 +230,15 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 					break;
 				}
 				retry_at = next_retry(a, w->fair, w->has_place, deadline);
+				place_at = next_place_refresh(w, GetCurrentTimestamp());
 			}
 			now = GetCurrentTimestamp();
 			if (now >= deadline)
 				break;
 			if (now >= check_at)
 				check_at = rl_deadlock_check(&w->wait_for);
-			again = sleep_for_message(board, a, retry_at, check_at, deadline);
+			if (heard)
+				again = sleep_for_message(&h, a, retry_at, check_at, deadline);
 		}
 		MemoryContextSwitchTo(caller);
 		/* taken: by this round's attempt, whose reply is still there */

@@ -12,7 +12,10 @@
  * the lock (cancel, timeout, an error) passes the wake on, so a wake is
  * never lost with it. Whenever the listener may have missed messages (its
  * connection dropped, it restarted) it takes READY back and gives it again
- * once subscribed anew, and the waiters retry then.
+ * once subscribed anew, and the waiters retry then: the mark of such a
+ * lapse is taken only by the waiter's look that is followed by a retry, so
+ * a look that comes between two sleeps (a deadlock check's round) cannot
+ * swallow it.
  *
  * src/wakeup.c
  */
@@ -38,12 +41,22 @@ typedef struct WakeEntry
 	uint64		seq;			/* order of arrival: who waited longest */
 	uint32		hash;
 	bool		wake_one;		/* "0" wakes one waiter of this channel */
-	pg_atomic_uint32 state;		/* RLChannelState, set by the listener */
+	pg_atomic_uint32 state;		/* RLChannelState, set by the listener, and
+								 * LAPSED */
 	pg_atomic_uint32 woken;		/* a message for this waiter came */
-	pg_atomic_uint32 lapsed;	/* was READY, then not: a message may have
-								 * been missed however soon READY is back */
 	char		channel[RL_CHANNEL_MAX];
 } WakeEntry;
+
+/*
+ * In an entry's state with the RLChannelState: it was READY, then not, so
+ * a message may have been missed however soon READY is back. One word, so
+ * that the waiter can take the mark only while it sees READY (one
+ * compare-and-swap, a full barrier before the attempt that acts on it),
+ * and a lapse after that leaves the word other than READY for its next
+ * look.
+ */
+#define STATE_MASK 0x0F
+#define LAPSED 0x10
 
 typedef struct WakeBoard
 {
@@ -102,7 +115,6 @@ rl_wakeup_startup(void)
 			board->entries[i].procno = -1;
 			pg_atomic_init_u32(&board->entries[i].state, RL_CHANNEL_PENDING);
 			pg_atomic_init_u32(&board->entries[i].woken, 0);
-			pg_atomic_init_u32(&board->entries[i].lapsed, 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -141,12 +153,16 @@ static void
 set_state(WakeEntry *e, RLChannelState state)
 {
 	uint32		old = pg_atomic_read_u32(&e->state);
+	uint32		new;
 
-	if (old == (uint32) state)
-		return;
-	if (old == RL_CHANNEL_READY)
-		pg_atomic_write_u32(&e->lapsed, 1);
-	pg_atomic_write_u32(&e->state, state);
+	Assert(e->procno >= 0);
+	do
+	{
+		if ((old & STATE_MASK) == (uint32) state)
+			return;
+		new = (uint32) state | (old & LAPSED) |
+			((old & STATE_MASK) == RL_CHANNEL_READY ? LAPSED : 0);
+	} while (!pg_atomic_compare_exchange_u32(&e->state, &old, new));
 	SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
 }
 
@@ -245,7 +261,6 @@ rl_wakeup_begin(int n, const char *const *channels, bool wake_one)
 		strlcpy(e->channel, channels[i], RL_CHANNEL_MAX);
 		pg_atomic_write_u32(&e->state, RL_CHANNEL_PENDING);
 		pg_atomic_write_u32(&e->woken, 0);
-		pg_atomic_write_u32(&e->lapsed, 0);
 		my_owed[i] = false;
 	}
 	LWLockRelease(board->lock);
@@ -264,7 +279,7 @@ my_state(void)
 
 	for (int i = 0; i < my_n; i++)
 	{
-		RLChannelState s = pg_atomic_read_u32(&board->entries[my_entries[i]].state);
+		RLChannelState s = pg_atomic_read_u32(&board->entries[my_entries[i]].state) & STATE_MASK;
 
 		if (s == RL_CHANNEL_FAILED)
 			return s;
@@ -293,23 +308,52 @@ wait_latch_until(TimestampTz until)
 }
 
 /*
- * Waits until the listener has subscribed every channel of this wait: 1
- * then, 0 if it has not by until, -1 if it cannot (subscribe by yourself).
+ * Takes the lapses of this session's entries if every one is READY; false
+ * if one is not. *lapsed is set when one was taken.
+ */
+static bool
+take_lapses(bool *lapsed)
+{
+	for (int i = 0; i < my_n; i++)
+	{
+		pg_atomic_uint32 *word = &board->entries[my_entries[i]].state;
+		uint32		old = pg_atomic_read_u32(word);
+
+		for (;;)
+		{
+			if ((old & STATE_MASK) != RL_CHANNEL_READY)
+				return false;
+			if ((old & LAPSED) == 0)
+				break;
+			if (pg_atomic_compare_exchange_u32(word, &old, RL_CHANNEL_READY))
+			{
+				*lapsed = true;
+				break;
+			}
+		}
+	}
+	return true;
+}
+
+/*
+ * Waits until the listener has subscribed every channel of this wait: 2
+ * then if a message may have been missed since the last 2 (the listener
+ * took READY back meanwhile: the caller must try again now, as this return
+ * took the mark), 1 if not, 0 if it has not by until, -1 if it cannot
+ * (subscribe by yourself). After 0 or -1 the caller tries again once it
+ * can hear, whatever was taken here.
  */
 int
 rl_wakeup_ready(TimestampTz until)
 {
-	/* the attempt that follows covers whatever a lapse may have missed */
-	for (int i = 0; i < my_n; i++)
-		pg_atomic_write_u32(&board->entries[my_entries[i]].lapsed, 0);
+	bool		lapsed = false;
+
 	for (;;)
 	{
-		RLChannelState s = my_state();
-
-		if (s == RL_CHANNEL_READY)
-			return 1;
-		if (s == RL_CHANNEL_FAILED)
+		if (my_state() == RL_CHANNEL_FAILED)
 			return -1;
+		if (take_lapses(&lapsed))
+			return lapsed ? 2 : 1;
 		if (!wait_latch_until(until))
 			return 0;
 	}
@@ -335,11 +379,11 @@ rl_wakeup_sleep(TimestampTz until)
 				woken = my_owed[i] = true;
 		if (woken)
 			return 1;
+		/* the exchanges above were barriers: a lapse shows from here on */
 		for (int i = 0; i < my_n; i++)
-			if (pg_atomic_read_u32(&board->entries[my_entries[i]].lapsed) != 0)
+			if (pg_atomic_read_u32(&board->entries[my_entries[i]].state) !=
+				RL_CHANNEL_READY)
 				return -1;
-		if (my_state() != RL_CHANNEL_READY)
-			return -1;
 		if (!wait_latch_until(until))
 			return 0;
 	}
@@ -380,12 +424,8 @@ set_listener(Latch *latch, RLChannelState state)
 	{
 		WakeEntry  *e = &board->entries[i];
 
-		if (e->procno < 0)
-			continue;
-		if (pg_atomic_read_u32(&e->state) == RL_CHANNEL_READY)
-			pg_atomic_write_u32(&e->lapsed, 1);
-		pg_atomic_write_u32(&e->state, state);
-		SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
+		if (e->procno >= 0)
+			set_state(e, state);
 	}
 	LWLockRelease(board->lock);
 }

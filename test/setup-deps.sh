@@ -11,7 +11,8 @@ PACKAGES=(
     redis-server                # throwaway Redis for the tests
     redis-sentinel              # multi-node tests
     pgbouncer                   # test 385: locks through a transaction pooler
-    postgresql-15-cron          # test 400: pg_cron jobs taking locks (skipped, counted, without it)
+    postgresql-15-cron          # test 405: pg_cron jobs taking locks (skipped, counted, without it)
+    gdb                         # test 393: holds a waiter at one point of its wait
     libipc-run-perl             # PostgreSQL::Test::Utils needs IPC::Run
     libdbd-pg-perl              # multi-session TAP tests (RedisLockTest::Session)
     libredis-perl               # Redis client for Perl tests

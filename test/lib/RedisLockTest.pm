@@ -400,6 +400,14 @@ The length of that queue (LLEN).
 How many entries the fair lock's timeout set redisson_lock_timeout:{$name}
 (FakeRedisson::timeout_key) holds (ZCARD).
 
+=item RedisLockTest::stop_listener($node)
+
+Stops (SIGSTOP) the node's "redislock listener" worker where it holds
+nothing that others wait for: in its wait for events (wait_event_type
+Extension), not during a look at the wait board, whose lock every new wait
+takes. Bounded; returns its pid (SIGCONT it to resume), undef if it could
+not be stopped there.
+
 =item redis_cmd($r, @cmd)
 
 Runs @cmd on the RedisLockTest::Redis $r over a RESP connection kept per
@@ -508,6 +516,21 @@ sub first_done_ok
 sub fair_queue         { $_[0]->cmd('LRANGE', FakeRedisson::queue_key($_[1]), 0, -1) }
 sub fair_queue_len     { $_[0]->cmd('LLEN', FakeRedisson::queue_key($_[1])) }
 sub fair_timeout_count { $_[0]->cmd('ZCARD', FakeRedisson::timeout_key($_[1])) }
+
+sub stop_listener
+{
+	my ($node) = @_;
+	my $obs = observer($node);
+	my $pid;
+	my $stopped = wait_until($WAIT, 'the listener stopped in its wait for events', sub {
+		$pid = $obs->query("SELECT pid FROM pg_stat_activity WHERE backend_type = 'redislock listener'");
+		return 0 unless defined $pid && kill('STOP', $pid);
+		return 1 if ($obs->query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid") // '') eq 'Extension';
+		kill 'CONT', $pid;
+		return 0;
+	});
+	return $stopped ? $pid : undef;
+}
 
 sub redis_cmd
 {

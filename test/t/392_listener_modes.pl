@@ -129,4 +129,45 @@ sub waiters_ok
 	$node->stop;
 }
 
+# --- Redlock: a minority of masters subscribed is not READY ----------------------------------
+# A release publishes only on the masters where the lock was held. Two of
+# three masters refuse subscriptions (an ACL without SUBSCRIBE), so the
+# listener can subscribe on one master only; the lock is held on the other
+# two (a foreign hold on the first). Before, the listener showed the channel
+# READY on that one master, the release went unheard, and the waiter slept
+# to the lease end (10 minutes). The listener is stopped once both refusals
+# are in, so that its retries of the refused masters, which took READY back
+# for a moment, cannot rescue the waiter: it must get the lock by itself.
+{
+	my $rl = RedisLockTest::Redlock->new(n => 3);
+	my ($ma, $mb, $mc) = $rl->nodes;
+	my $node = RedisLockTest::node('lm_redlock_minority', undef,
+		'redislock.redlock_nodes' => $rl->list);
+	my $h = RedisLockTest::Session->new($node);
+	my $w = RedisLockTest::Session->new($node);
+	for my $r ($mb, $mc)
+	{
+		$r->cli('ACL', 'SETUSER', 'default', '-subscribe', '-ssubscribe', '-psubscribe');
+		$r->cli('ACL', 'LOG', 'RESET');
+	}
+	$ma->cli('HSET', 'lm:minority', 'someone-else:1', '1');
+	$ma->cli('PEXPIRE', 'lm:minority', '600000');
+	is($h->query("SELECT redis_lock_acquire('lm:minority', '0', '10 min')"), 't',
+		'redlock minority: the holder takes the lock on the two other masters');
+	$w->start("SELECT redis_lock_acquire('lm:minority', '5 min', '10 min')");
+	waits_ok($w, 'redlock minority: the waiter');
+	until_ok('redlock minority: both masters refused a subscription',
+		sub { !grep { scalar(grep { /subscribe/ } $_->cli('ACL', 'LOG')) == 0 } ($mb, $mc) });
+	my $listener = RedisLockTest::stop_listener($node);
+	ok(defined $listener, 'redlock minority: the listener is stopped');
+	is($h->query("SELECT redis_lock_release('lm:minority')"), 't',
+		'redlock minority: the holder releases (published on the two refusing masters only)');
+	my ($v, $err) = $w->finish($BOUND);
+	is($v, 't', "redlock minority: the waiter gets the lock within ${BOUND}s") or diag($err // 'no error');
+	$w->cancel if defined $err && $err =~ /^timeout/;
+	ok(kill('CONT', $listener), 'redlock minority: the listener resumes');
+	$_->close for $h, $w;
+	$node->stop;
+}
+
 done_testing();
