@@ -261,8 +261,13 @@ count_role_slot(Oid role, bool limited, int *taken)
 		return false;
 	if (rc == NULL)
 	{
-		/* never full: it has an entry per slot at most */
-		rc = hash_search(role_counts, &role, HASH_ENTER, NULL);
+		/*
+		 * Never full (an entry per slot at most, all allocated at start);
+		 * HASH_ENTER_NULL all the same, since we hold the registry's lock.
+		 */
+		rc = hash_search(role_counts, &role, HASH_ENTER_NULL, NULL);
+		if (rc == NULL)
+			return false;
 		rc->slots = 0;
 	}
 	rc->slots++;
@@ -937,10 +942,14 @@ rl_registry_wait_snapshot(RLWaitCopy **copies)
 static uint64
 session_of(const char *owner)
 {
-	size_t		idlen = strlen(shared->instance_id);
+	size_t		idlen;
 	char	   *end;
 	uint64		session;
 
+	/* not preloaded: no session of this server is known by its number */
+	if (shared == NULL)
+		return 0;
+	idlen = strlen(shared->instance_id);
 	if (strncmp(owner, shared->instance_id, idlen) != 0 || owner[idlen] != ':')
 		return 0;
 	errno = 0;

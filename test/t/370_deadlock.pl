@@ -356,6 +356,29 @@ SQL
 	$a->close;
 }
 
+# --- 10. a server without shared_preload_libraries -----------------------------
+# No registry there: a cycle is confirmed through the members' edges alone
+# (their check walked, both refresh them). Before, confirmation looked the
+# members up in the registry that does not exist and crashed the server.
+my $n3 = RedisLockTest::node('dl_three', $redis, 'preload' => 0);
+{
+	my $a = session($n3, '100ms');
+	my $b = session($n3, '100ms');
+	is($a->query("SELECT redis_lock_acquire('dl:np:a', '0', '60 s')"), 't', 'not preloaded: A holds dl:np:a (fixed lease)');
+	is($b->query("SELECT redis_lock_acquire('dl:np:b', '0', '60 s')"), 't', 'not preloaded: B holds dl:np:b');
+	my @s = ($a, $b);
+	my ($v, $val, $err, $state) = one_victim('not preloaded ABBA', \@s,
+		[ "SELECT redis_lock_acquire('dl:np:b', '30 s', '60 s')",
+		  "SELECT redis_lock_acquire('dl:np:a', '30 s', '60 s')" ]);
+	is($state, '40P01', 'not preloaded: the victim gets 40P01') or diag($err);
+	is($s[$v]->query('SELECT redis_lock_release_all()'), 1, 'not preloaded: the victim releases its lock');
+	my ($ov, $oerr) = outcome($s[1 - $v], 30);
+	is($ov, 't', 'not preloaded: the other session completes') or diag($oerr);
+	$s[1 - $v]->query('SELECT redis_lock_release_all()');
+	$_->close for @s;
+}
+
 no_crash_ok($n1, 'server one');
 no_crash_ok($n2, 'server two');
+no_crash_ok($n3, 'server three (not preloaded)');
 done_testing();
