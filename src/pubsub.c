@@ -194,14 +194,19 @@ drain_messages(RLConn *c, bool read)
 
 /*
  * rl_wait_message() over several subscribed connections (one per Redlock
- * master): returns 1 on a message from any, 0 when the time came, -1 when
- * none is left subscribed.
+ * master): returns 1 on a message from any, or when one of them dropped
+ * while we slept (a release may have been published where we no longer
+ * listen: the caller subscribes anew, counts what it hears again and tries),
+ * 0 when the time came, -1 when none was subscribed to begin with.
  */
 int
 rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
 {
 	WaitEvent  *events = palloc(sizeof(WaitEvent) * (nconns + 2));
+	int			first_live = 0;
 
+	for (int i = 0; i < nconns; i++)
+		first_live += conns[i]->subscribed ? 1 : 0;
 	for (;;)
 	{
 		WaitEventSet *wes;
@@ -217,6 +222,8 @@ rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
 			return 1;
 		for (int i = 0; i < nconns; i++)
 			nlive += conns[i]->subscribed ? 1 : 0;
+		if (nlive < first_live)
+			return 1;
 		if (nlive == 0)
 			return -1;
 		timeout = rl_ms_until(until);

@@ -170,4 +170,43 @@ sub waiters_ok
 	$node->stop;
 }
 
+# --- Redlock: a waiter on subscriptions of its own hears them drop ------------------------------
+# A session with Redlock settings of its own (the same masters, spelled with
+# spaces) subscribes on a connection per master by itself. The lock is held
+# on masters two and three only (a foreign hold on the first), so its
+# release is published there only. While the waiter sleeps, its subscriber
+# connections to those two are killed, and the holder releases at once.
+# Before, the sleep went on with the first master's connection alone and
+# heard nothing until the holder's lease end (10 minutes); now a drop ends
+# the sleep, the waiter subscribes anew and tries.
+{
+	my $rl = RedisLockTest::Redlock->new(n => 3);
+	my ($ma, $mb, $mc) = $rl->nodes;
+	my $node = RedisLockTest::node('lm_redlock_drop', undef,
+		'redislock.redlock_nodes' => $rl->list);
+	my $h = RedisLockTest::Session->new($node);
+	my $w = RedisLockTest::Session->new($node);
+	my $own = join(', ', split /,/, $rl->list);
+	$w->query("SET redislock.redlock_nodes = '$own'");
+	my $channel = 'redisson_lock__channel:{lm:drop}';
+	$ma->cli('HSET', 'lm:drop', 'someone-else:1', '1');
+	$ma->cli('PEXPIRE', 'lm:drop', '600000');
+	is($h->query("SELECT redis_lock_acquire('lm:drop', '0', '10 min')"), 't',
+		'redlock drop: the holder takes the lock on masters two and three');
+	$w->start("SELECT redis_lock_acquire('lm:drop', '5 min', '10 min')");
+	waits_ok($w, 'redlock drop: the waiter');
+	until_ok('redlock drop: the waiter is subscribed on all three masters by itself',
+		sub { !grep { ($_->cli('PUBSUB', 'NUMSUB', $channel))[1] != 1 } ($ma, $mb, $mc) });
+	$_->cli('CLIENT', 'KILL', 'TYPE', 'pubsub') for ($mb, $mc);
+	is($h->query("SELECT redis_lock_release('lm:drop')"), 't',
+		'redlock drop: the holder releases (published on masters two and three only)');
+	my ($v, $err) = $w->finish($BOUND);
+	is($v, 't', "redlock drop: the waiter gets the lock within ${BOUND}s") or diag($err // 'no error');
+	$w->cancel if defined $err && $err =~ /^timeout/;
+	$w->query("SELECT redis_lock_release_all()") if defined $v && $v eq 't';
+	$ma->cli('DEL', 'lm:drop');
+	$_->close for ($h, $w);
+	$node->stop;
+}
+
 done_testing();
