@@ -741,22 +741,19 @@ rl_deadlock_wait_end(void)
 }
 
 /*
- * At the start of a call that goes to Redis anyway: deletes the edge an
- * ended wait left behind. Raises, as the call would, when Redis cannot be
- * reached; the edge is then still left for the next call.
+ * At the start of a SQL call: deletes the edge an ended wait left behind,
+ * quietly (rl_quietly), so that a call Redis need not answer (a local
+ * re-entry, say) is not failed by it; if Redis cannot take it now, it is
+ * left for the next call. Nothing is confirmed through it meanwhile: the
+ * registry says we no longer wait.
  */
 void
 rl_deadlock_settle(void)
 {
-	Request		r;
-	RLReply    *reply;
-
 	if (!edge_left)
 		return;
 	Assert(!waiting);
-	delete_request(&r);
-	run_or_raise(1, &r, &reply);
-	edge_left = false;
+	edge_left = !rl_quietly(delete_edge, NULL);
 }
 
 /*
