@@ -66,10 +66,10 @@ C<< $j->next_result(\@tags, $timeout_s) >> returns the first of @tags whose
 result is in (undef on timeout), leaving it for C<result>.
 C<< $j->cancel($tag) >> interrupts its thread.
 
-=item $j->owner($thread), $j->id, $j->version, $j->has_fenced
+=item $j->owner($thread), $j->id, $j->version
 
 The Redisson owner id of a thread (C<< <client id>:<thread id> >>), the
-client id, the Redisson version the JVM runs, and whether it has RFencedLock.
+client id, the Redisson version the JVM runs.
 
 =item RealRedisson::version_cmp($x, $y), RealRedisson::has_fenced($v)
 
@@ -195,7 +195,6 @@ sub new
 		results => {}, log => $log, timeout => $opt{timeout} // 120,
 	}, $class;
 	$self->{id} = $self->_call('connect', @connect);
-	$self->{has_fenced} = RealRedisson::has_fenced($v);
 	return $self;
 }
 

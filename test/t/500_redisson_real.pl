@@ -23,6 +23,7 @@ use RedisLockTest;
 use RealRedisson;
 use FakeRedisson;
 use Test::More;
+use Time::HiRes ();
 
 my $T      = 60;         # bound for a wake; far below the lease
 my $LONG   = 600_000;    # 10-minute leases, ms
@@ -197,8 +198,16 @@ sub sem_add_check
 	is($b->query("SELECT redis_semaphore_acquire($l, 1, '0')"), 't', 'SQL B takes the permit');
 	$a->start("SELECT redis_semaphore_acquire($l, 1, NULL)");
 	waits_ok($a, 'SQL A waits');
+	my $sub = FakeRedisson::Conn->new(port => $redis->port);
+	$sub->subscribe(FakeRedisson::sem_channel($name));
 	is($j->run('s1', 'sem.addPermits', $name, 1), 'null', 'Java addPermits 1');
+	my $t0 = Time::HiRes::time();
 	my ($val, $err) = $a->finish($T);
+	note(sprintf('the SQL waiter ended %.1f s after addPermits', Time::HiRes::time() - $t0));
+	# A message, if any, was published before the waiter woke or $T ago.
+	my $m = $sub->next_message(1);
+	is($m && $m->[1], '1', 'addPermits published the new count on ' . FakeRedisson::sem_channel($name));
+	$sub->close;
 	is($val, 't', "SQL waiter woken within $T s by Java's addPermits") or diag($err);
 	$a->cancel if $a->{sth_async};
 	$a->query("SELECT redis_semaphore_release($l, 1)") if ($val // '') eq 't';
@@ -262,7 +271,7 @@ for my $v (RealRedisson::versions())
 	check($j, 'fair-wake', sub { wake_check(@_, 'fair') });
 	check($j, 'semaphore', \&sem_check);
 	check($j, 'sem-addPermits', \&sem_add_check);
-	if ($j->has_fenced)
+	if (RealRedisson::has_fenced($v))
 	{
 		check($j, 'fencing', \&fencing_check);
 		check($j, 'token-ttl', \&token_ttl_check);
