@@ -10,6 +10,12 @@
 #   semaphore  a Java waiter wakes on a SQL release and a SQL waiter on a
 #              Java release; sem-addPermits: a SQL waiter on Java's addPermits
 #              (S1);
+#   permits, latch, multi-lock, rwlock: the same both ways for expiring
+#              permits, count-down latches, Java's client-side multi-lock
+#              against redis_lock_acquire_all, and read/write locks;
+#   rw-nested-renew, rw-two-reads-renew: a Java watchdog (3 s) keeps renewing
+#              its read holds beside a nested SQL read (R3) and for two read
+#              locks in one JVM (R4);
 #   token-ttl  the token counter carries no TTL, as Redisson leaves it (T1).
 # Known disagreements (../shared reference: redisson-versions.md ids) are TODO
 # for the versions they concern, so the suite stays green while they are
@@ -33,6 +39,8 @@ my $ROUNDS = 15;         # counter rounds per SQL session and per Java thread
 # (redisson-versions.md).  A check listed here is TODO for those versions.
 my %KNOWN = (
 	'sem-addPermits' => [ 'S1', 'Java addPermits publishes nothing before 3.16.2', sub { RealRedisson::version_cmp($_[0], '3.16.2') < 0 } ],
+	'rw-nested-renew' => [ 'R3', "Redisson's batched read renewal fails on a reader count of 2 (3.44-3.52)", sub { RealRedisson::version_cmp($_[0], '3.44.0') >= 0 && RealRedisson::version_cmp($_[0], '4.0.0') < 0 } ],
+	'rw-two-reads-renew' => [ 'R4', "Redisson's batched read renewal refreshes only the first read lock (3.44-3.52)", sub { RealRedisson::version_cmp($_[0], '3.44.0') >= 0 && RealRedisson::version_cmp($_[0], '4.0.0') < 0 } ],
 	'token-ttl' => [ 'T1', 'our scripts put a TTL on redisson_lock_token:{n}', sub { RealRedisson::has_fenced($_[0]) } ],
 );
 
@@ -61,6 +69,18 @@ BEGIN
     END LOOP;
 END $$;
 SQL
+
+# Starts a Java waiter ($tag: $thread runs @op) and waits until it has
+# subscribed to $chan: first until nobody listens there (a SQL waiter's
+# subscription may still be going away), then until someone does.
+sub java_waiter
+{
+	my ($j, $chan, $tag, $thread, @op) = @_;
+	RedisLockTest::until_ok("nobody subscribed to $chan yet", sub { numsub($chan) == 0 });
+	$j->start($tag, $thread, @op);
+	RedisLockTest::until_ok("Java waiter subscribed to $chan", sub { numsub($chan) >= 1 });
+	is($j->poll($tag), undef, "Java waiter ($op[0]) still waits");
+}
 
 my %record;    # version -> check -> pass | FAIL | FAIL (known X) | n/a
 
@@ -146,14 +166,12 @@ sub wake_check
 	# SQL holds, Java waits, SQL releases
 	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min', $fair)"), 't', 'SQL holds (10 min lease)');
 	my $w = $j->owner("w$kind");
-	$j->start("wake$kind", "w$kind", 'lock', $kind, $name, $LONG);
 	my $chan = $kind eq 'fair' ? FakeRedisson::fair_channel($name, $w) : FakeRedisson::channel($name);
-	RedisLockTest::until_ok("Java waiter subscribed to $chan", sub { numsub($chan) >= 1 });
+	java_waiter($j, $chan, "wake$kind", "w$kind", 'lock', $kind, $name, $LONG);
 	if ($kind eq 'fair')
 	{
 		RedisLockTest::until_ok('Java waiter queued', sub { RedisLockTest::fair_queue_len($rc, $name) >= 1 });
 	}
-	is($j->poll("wake$kind"), undef, 'Java waiter still waits while SQL holds');
 	is($a->query("SELECT redis_lock_release($l)"), 't', 'SQL releases');
 	my ($st, $r) = $j->result("wake$kind", $T);
 	is($st, 'ok', "Java waiter woken within $T s by the SQL release") or diag($r // 'no result');
@@ -172,9 +190,7 @@ sub sem_check
 	is($j->run('s1', 'sem.trySetPermits', $name, 1), 'true', 'Java trySetPermits 1');
 	is($a->query("SELECT redis_semaphore_acquire($l, 1, '0')"), 't', 'SQL takes the permit');
 	is($j->run('s1', 'sem.tryAcquire', $name, 1, 0), 'false', 'Java tryAcquire: none left');
-	$j->start('semw', 's2', 'sem.acquire', $name, 1);
-	RedisLockTest::until_ok("Java waiter subscribed to $chan", sub { numsub($chan) >= 1 });
-	is($j->poll('semw'), undef, 'Java waiter still waits while SQL holds the permit');
+	java_waiter($j, $chan, 'semw', 's2', 'sem.acquire', $name, 1);
 	is($a->query("SELECT redis_semaphore_release($l, 1)"), 't', 'SQL releases its permit');
 	my ($st, $r) = $j->result('semw', $T);
 	is($st, 'ok', "Java waiter woken within $T s by the SQL release") or diag($r // 'no result');
@@ -212,6 +228,166 @@ sub sem_add_check
 	$a->cancel if $a->{sth_async};
 	$a->query("SELECT redis_semaphore_release($l, 1)") if ($val // '') eq 't';
 	is($b->query("SELECT redis_semaphore_release($l, 1)"), 't', 'SQL B gives it back');
+}
+
+# Read/write locks: readers share across both sides, writers exclude, and
+# each side's last release wakes the other side's waiting writer or reader.
+sub rw_check
+{
+	my ($j, $v) = @_;
+	my $name = "real:$v:rw";
+	my $l = sql_literal($name);
+	my $chan = FakeRedisson::rw_channel($name);
+	is($j->run('r1', 'lock', 'read', $name, $LONG), 'null', 'Java reads');
+	is($a->query("SELECT redis_read_lock_acquire($l, '0', '10 min')"), 't', 'SQL reads too');
+	is($b->query("SELECT redis_write_lock_acquire($l, '0', '10 min')"), 'f', 'SQL writer refused');
+	is($j->run('w1', 'tryLock', 'write', $name, 0, $LONG), 'false', 'Java writer refused');
+	$b->start("SELECT redis_write_lock_acquire($l, NULL, '10 min')");
+	waits_ok($b, 'SQL writer');
+	is($a->query("SELECT redis_read_lock_release($l)"), 't', 'SQL reader leaves');
+	ok(!$b->is_done, 'SQL writer still waits for the Java reader');
+	is($j->run('r1', 'unlock', 'read', $name), 'null', 'Java reader leaves');
+	my ($val, $err) = $b->finish($T);
+	is($val, 't', "SQL writer woken within $T s by the Java read unlock") or diag($err);
+
+	java_waiter($j, $chan, 'rwr', 'r1', 'lock', 'read', $name, $LONG);
+	is($b->query("SELECT redis_write_lock_release($l)"), 't', 'SQL writer leaves');
+	my ($st, $r) = $j->result('rwr', $T);
+	is($st, 'ok', "Java reader woken within $T s by the SQL write release") or diag($r // 'no result');
+
+	is($a->query("SELECT redis_read_lock_acquire($l, '0', '10 min')"), 't', 'SQL reads');
+	is($j->run('r1', 'unlock', 'read', $name), 'null', 'Java reader leaves');
+	java_waiter($j, $chan, 'rww', 'w1', 'lock', 'write', $name, $LONG);
+	is($a->query("SELECT redis_read_lock_release($l)"), 't', 'SQL reader leaves');
+	($st, $r) = $j->result('rww', $T);
+	is($st, 'ok', "Java writer woken within $T s by the SQL read release") or diag($r // 'no result');
+	is($a->query("SELECT redis_read_lock_acquire($l, '0', '10 min')"), 'f', 'SQL reader refused while Java writes');
+	is($j->run('w1', 'unlock', 'write', $name), 'null', 'Java writer leaves');
+	is($rc->cmd('EXISTS', $name), 0, 'lock gone');
+}
+
+# Whether the watchdog keeps renewing $key: its PTTL jumps up again (by more
+# than 100 ms over the lowest seen) before it runs out, within $T.
+sub renewed_ok
+{
+	my ($j, $key, $what) = @_;
+	my $low;
+	my $gone = 0;
+	my $ok = RedisLockTest::wait_until($T, "$what renewed", sub {
+		my $p = $rc->cmd('PTTL', $key);
+		if ($p < 0) { $gone = 1; return 1; }
+		$low = $p if !defined $low || $p < $low;
+		return $p > $low + 100;
+	});
+	return 1 if ok($ok && !$gone, "$what: the Java watchdog renews $key" . ($gone ? ' (it expired)' : ''));
+	# what Redisson said about it (its log is the JVM's stderr)
+	my @log = grep { /ERROR|WARN/ } split /\n/, slurp($j->logfile);
+	diag("Redisson's log: " . scalar(@log) . " ERROR/WARN lines; the first: " . ($log[0] // '-'));
+	return 0;
+}
+
+# Java read holds on the watchdog (lockWatchdogTimeout 3 s, so a renewal
+# round every second) go on being renewed while a SQL session holds the
+# same read lock twice (R3).
+sub rw_nested_renew_check
+{
+	my ($j, $v) = @_;
+	my $name = "real:$v:rwnest";
+	my $l = sql_literal($name);
+	is($a->query("SELECT redis_read_lock_acquire($l, '0', '10 min')"), 't', 'SQL reads');
+	is($a->query("SELECT redis_read_lock_acquire($l, '0', '10 min')"), 't', 'SQL reads again (nested)');
+	is($j->run('n1', 'lock', 'read', $name), 'null', 'Java reads (watchdog)');
+	my $key = FakeRedisson::rw_timeout_key($name, $j->owner('n1'), 1);
+	renewed_ok($j, $key, 'Java read hold');
+	is($j->run('n1', 'unlock', 'read', $name), 'null', 'Java reader leaves');
+	is($a->query("SELECT redis_read_lock_release($l)"), 't', 'SQL leaves one read');
+	is($a->query("SELECT redis_read_lock_release($l)"), 't', 'SQL leaves the other');
+}
+
+# Two read locks held in one JVM are both renewed (R4: only the first of a
+# batch is); a SQL writer must not get either.
+sub rw_two_reads_renew_check
+{
+	my ($j, $v) = @_;
+	my @names = ("real:$v:rwtwo1", "real:$v:rwtwo2");
+	is($j->run('n2', 'lock', 'read', $_), 'null', "Java reads $_ (watchdog)") for @names;
+	my $o = $j->owner('n2');
+	renewed_ok($j, FakeRedisson::rw_timeout_key($_, $o, 1), "Java read hold of $_") for @names;
+	for my $n (@names)
+	{
+		is($b->query('SELECT redis_write_lock_acquire(' . sql_literal($n) . ", '0', '10 min')"), 'f',
+			"SQL writer refused on $n while Java reads it");
+	}
+	$j->try_run('n2', 'unlock', 'read', $_) for @names;
+}
+
+# Count-down latch both ways.
+sub latch_check
+{
+	my ($j, $v) = @_;
+	my $name = "real:$v:latch";
+	my $l = sql_literal($name);
+	is($j->run('l1', 'latch.trySetCount', $name, 2), 'true', 'Java trySetCount 2');
+	is($a->query("SELECT redis_latch_count($l)"), 2, 'SQL sees count 2');
+	java_waiter($j, FakeRedisson::latch_channel($name), 'law', 'l2', 'latch.await', $name);
+	$a->start("SELECT redis_latch_await($l, NULL)");
+	waits_ok($a, 'SQL awaits');
+	is($j->run('l1', 'latch.countDown', $name), 'null', 'Java counts down to 1');
+	ok(!$a->is_done, 'SQL still awaits at 1');
+	is($b->query("SELECT redis_latch_count_down($l)"), 0, 'SQL counts down to 0');
+	my ($val, $err) = $a->finish($T);
+	is($val, 't', "SQL awaiter released within $T s") or diag($err);
+	my ($st, $r) = $j->result('law', $T);
+	is($st, 'ok', "Java awaiter released within $T s by the SQL count-down") or diag($r // 'no result');
+	is($j->run('l1', 'latch.getCount', $name), 0, 'Java sees 0');
+}
+
+# Expiring-permit semaphore both ways.
+sub permit_check
+{
+	my ($j, $v) = @_;
+	my $name = "real:$v:pes";
+	my $l = sql_literal($name);
+	is($j->run('p1', 'pes.trySetPermits', $name, 1), 'true', 'Java trySetPermits 1');
+	my $id = $j->run('p1', 'pes.acquire', $name, $LONG);
+	like($id, qr/^[0-9a-f]{32}$/, 'Java acquires a permit (10 min lease)');
+	is($a->query("SELECT redis_permit_acquire($l, '0', '10 min')"), undef, 'SQL gets none');
+	$a->start("SELECT redis_permit_acquire($l, NULL, '10 min')");
+	waits_ok($a, 'SQL permit waiter');
+	is($j->run('p1', 'pes.release', $name, $id), 'null', 'Java releases its permit');
+	my ($sid, $err) = $a->finish($T);
+	ok(defined $sid, "SQL waiter got the permit within $T s") or diag($err);
+	is($j->run('p1', 'pes.tryAcquire', $name, 0, $LONG), 'null', 'Java gets none while SQL holds it');
+	java_waiter($j, FakeRedisson::sem_channel($name), 'pw', 'p2', 'pes.acquire', $name, $LONG);
+	is($a->query("SELECT redis_permit_release($l, " . sql_literal($sid // '') . ')'), 't', 'SQL releases its permit');
+	my ($st, $r) = $j->result('pw', $T);
+	is($st, 'ok', "Java permit waiter woken within $T s") or diag($r // 'no result');
+	$j->try_run('p2', 'pes.release', $name, $r) if $st eq 'ok';
+	is($j->run('p1', 'pes.availablePermits', $name), 1, 'one permit available at the end');
+}
+
+# Java's client-side multi-lock against a SQL multi-lock of the same names.
+sub multi_check
+{
+	my ($j, $v) = @_;
+	my @n = map { "real:$v:multi$_" } 1 .. 3;
+	my $arr = 'ARRAY[' . join(',', map { sql_literal($_) } @n) . ']';
+	is($j->run('m1', 'mlock', $LONG, @n), 'null', 'Java multi-lock of 3');
+	is($a->query("SELECT redis_lock_acquire_all($arr, '0', '10 min')"), 'f', 'SQL all-of-3 refused');
+	$a->start("SELECT redis_lock_acquire_all($arr, NULL, '10 min')");
+	waits_ok($a, 'SQL all-of-3 waits');
+	is($j->run('m1', 'munlock', @n), 'null', 'Java unlocks all');
+	my ($val, $err) = $a->finish($T);
+	is($val, 't', "SQL all-of-3 got them within $T s") or diag($err);
+	is($j->run('m1', 'mtryLock', 0, $LONG, @n), 'false', 'Java multi tryLock refused while SQL holds');
+	# RedissonMultiLock also retries on its own every few seconds: a wake
+	# here is not only the message's.
+	java_waiter($j, FakeRedisson::channel($n[0]), 'mw', 'm2', 'mlock', $LONG, @n);
+	$a->query('SELECT redis_lock_release_all()');
+	my ($st, $r) = $j->result('mw', $T);
+	is($st, 'ok', "Java multi-lock woken within $T s") or diag($r // 'no result');
+	is($j->run('m2', 'munlock', @n), 'null', 'Java unlocks all');
+	is($rc->cmd('EXISTS', @n), 0, 'locks gone');
 }
 
 sub fencing_check
@@ -271,6 +447,17 @@ for my $v (RealRedisson::versions())
 	check($j, 'fair-wake', sub { wake_check(@_, 'fair') });
 	check($j, 'semaphore', \&sem_check);
 	check($j, 'sem-addPermits', \&sem_add_check);
+	check($j, 'permits', \&permit_check);
+	check($j, 'latch', \&latch_check);
+	check($j, 'multi-lock', \&multi_check);
+	check($j, 'rwlock', \&rw_check);
+	{
+		# a second client whose watchdog runs a round a second
+		my $jw = RealRedisson->new(version => $v, port => $redis->port, options => ['watchdog=3000']);
+		check($jw, 'rw-nested-renew', \&rw_nested_renew_check);
+		check($jw, 'rw-two-reads-renew', \&rw_two_reads_renew_check);
+		$jw->quit;
+	}
 	if (RealRedisson::has_fenced($v))
 	{
 		check($j, 'fencing', \&fencing_check);
@@ -284,7 +471,8 @@ for my $v (RealRedisson::versions())
 }
 
 # The per-version record, also in the log directory for the docs' table.
-my @checks = qw(exclusion wake fair-wake semaphore sem-addPermits fencing token-ttl);
+my @checks = qw(exclusion wake fair-wake semaphore sem-addPermits permits latch multi-lock rwlock
+  rw-nested-renew rw-two-reads-renew fencing token-ttl);
 my $table = join("\t", 'version', @checks) . "\n";
 for my $v (RealRedisson::versions())
 {
