@@ -47,7 +47,9 @@ current sources, else the reason it cannot be used.
 Starts the JVM and connects it: C<port> is a single server on 127.0.0.1,
 C<url> a single server URL, C<mode> the words of the driver's C<connect>
 command (C<['sentinel', $master, $urls]>, C<['cluster', $urls]>).  C<options>
-=> [ 'watchdog=5000', ... ] adds connect options.  The JVM's stderr (Redisson's
+=> [ 'watchdog=5000', ... ] adds connect options; C<minIdle=2> unless given
+(Redisson's 24 idle connections per node at start can time out on a busy
+machine).  The JVM's stderr (Redisson's
 log) goes to C<$PostgreSQL::Test::Utils::log_path/redisson_E<lt>vE<gt>_E<lt>nE<gt>.log>.
 
 =item $j->run($thread, $op, @args)
@@ -176,7 +178,12 @@ sub new
 	my $dir = cache_dir() . "/$v";
 	my @connect = $opt{mode} ? @{ $opt{mode} }
 	  : ('single', $opt{url} // ('redis://127.0.0.1:' . ($opt{port} // croak 'RealRedisson->new: port or url')));
-	push @connect, @{ $opt{options} // [] };
+	my @options = @{ $opt{options} // [] };
+	# Redisson opens 24 (older versions 32) idle connections per node at
+	# start, and gives up when they are not all up within connectTimeout:
+	# on a busy test machine, with a JVM per version, keep that small.
+	push @options, 'minIdle=2' unless grep { /^minIdle=/ } @options;
+	push @connect, @options;
 
 	my $logdir = $PostgreSQL::Test::Utils::log_path // File::Spec->tmpdir;
 	my $log = sprintf('%s/redisson_%s_%d_%d.log', $logdir, $v, $$, ++$seq);

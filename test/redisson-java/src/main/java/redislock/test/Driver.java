@@ -268,6 +268,22 @@ public final class Driver
 				case "timeout":
 					invoke(server, "setTimeout", int.class, Integer.parseInt(v));
 					break;
+				case "minIdle":
+					{
+						/* idle connections opened at start, per node */
+						int n = Integer.parseInt(v);
+						if (server instanceof SingleServerConfig)
+							((SingleServerConfig) server).setConnectionMinimumIdleSize(n);
+						else
+						{
+							invoke(server, "setMasterConnectionMinimumIdleSize", int.class, n);
+							invoke(server, "setSlaveConnectionMinimumIdleSize", int.class, n);
+						}
+						break;
+					}
+				case "connectTimeout":
+					invoke(server, "setConnectTimeout", int.class, Integer.parseInt(v));
+					break;
 				case "checkSentinelsList":
 					invoke(server, "setCheckSentinelsList", boolean.class, Boolean.parseBoolean(v));
 					break;
