@@ -7,11 +7,14 @@
 #                                 leave both servers running
 #   bash test/sandbox.sh stop     stop both servers, remove the directory
 # Running it again stops the previous sandbox first.
+# Environment:
+#   REDISLOCK_PGBIN=DIR   bin directory of the PostgreSQL to build against and
+#                         run (default /usr/lib/postgresql/15/bin)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=/var/tmp/redislock-sandbox
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
 LOCK=sandbox:demo
 
