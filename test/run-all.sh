@@ -89,12 +89,13 @@ done
 # preloaded watchdog worker (110), Sentinel discovery (195), Redlock (200),
 # Cluster (210), the upgrade scripts the package ships (280), TLS through
 # the package's OpenSSL (300), read-write locks (320), multi-locks (340),
-# semaphores, permits and latches (365), the deadlock detector (370),
-# pgbouncer (385) and the shared listener (390).
+# semaphores, expiring permits and latches shared with a Redisson client
+# (350), the deadlock detector (370), pgbouncer (385) and the shared
+# listener (390).  About 4 minutes of the TAP suite's 13.
 SMOKE_TAP=(010_blocking 030_cancel 040_session_end 050_redisson_compat
            070_redis_failures 110_worker 195_sentinel_discovery_cancel
            200_redlock 210_cluster 280_upgrade 300_tls 320_rwlock
-           340_multilock 365_semaphore_wait 370_deadlock 385_pgbouncer
+           340_multilock 350_semaphore_redisson 370_deadlock 385_pgbouncer
            390_listener)
 
 PASSED=${REDISLOCK_PRIOR_PASSED:-0}

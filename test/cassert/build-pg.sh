@@ -40,6 +40,12 @@ if [ "$(id -u)" -ne 0 ]; then
     say "must run as root (apt-get, $CACHE)"; exit 2
 fi
 
+# One build at a time on a machine: a second run waits, then finds it cached.
+mkdir -p "$CACHE"
+chmod 755 "$CACHE"
+exec 9> "$CACHE/.cassert-build.lock"
+flock 9
+
 # --- the source version ----------------------------------------------------------
 # A deb-src entry for bookworm: in a one-line list or a deb822 .sources file.
 have_src() {
@@ -145,8 +151,6 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 rm -rf "$PREFIX"
-mkdir -p "$CACHE"
-chmod 755 "$CACHE"
 say "configure (prefix $PREFIX)"
 # -Og: debuggable stacks, yet valgrind's pg_regress run stays within its
 # time bound.  Debian's own -fstack-protector etc. are left out: this build
