@@ -15,18 +15,15 @@
 #
 # Usage: bash test/run-all.sh [--regress-only | --tap-only] [--no-deps]
 #                             [--no-build | --installed] [--no-faults]
-#                             [--no-valgrind] [--smoke] [TAP files...]
+#                             [--smoke] [TAP files...]
 #   --installed: test the redislock already installed into that PostgreSQL
 #   (the Debian package, say): no build, no make install, and it fails at
 #   once if redislock is not installed there.  .ci/run uses it after
 #   installing the .deb it built, so the binary users get is the one tested.
 #   --smoke: of the TAP files, only the smoke subset (SMOKE_TAP below: one
-#   or two files per area); the fault suite still runs.  CI runs the whole
-#   TAP suite on the assert-enabled build (test/cassert/ci.sh) and the smoke
-#   subset against the installed package.
-#   --no-valgrind: the fault suite without its valgrind run over pg_regress
-#   (CI runs that on the assert-enabled build, whose palloc chunks memcheck
-#   can see).
+#   or two files per area).  CI runs everything on the assert-enabled build
+#   (test/cassert/ci.sh) and, against the installed package,
+#   --installed --smoke --no-faults.
 #   TAP files: names or paths of test/t/*.pl files to run instead of all
 #   (the fault suite then does not run).
 # A TAP file or pg_regress run that passes although its server log shows an
@@ -63,14 +60,13 @@ REGRESS_TIMEOUT=${REDISLOCK_REGRESS_TIMEOUT:-600}
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
-DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1 DO_FAULTS=1 INSTALLED=0 SMOKE=0 FAULT_ARGS=()
+DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1 DO_FAULTS=1 INSTALLED=0 SMOKE=0
 TAP_ARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --regress-only) DO_TAP=0 DO_FAULTS=0 ;;
         --tap-only) DO_REGRESS=0 DO_FAULTS=0 ;;
         --no-faults) DO_FAULTS=0 ;;
-        --no-valgrind) FAULT_ARGS+=(--no-valgrind) ;;
         --smoke) SMOKE=1 ;;
         --no-deps) DO_DEPS=0 ;;
         --no-build) DO_BUILD=0 ;;
@@ -421,7 +417,7 @@ run_tap() {
 
 # The fault suite has its own runner; its closing line carries its counts.
 run_faults() {
-    local args=(--no-build "${FAULT_ARGS[@]}") out rc=0
+    local args=(--no-build) out rc=0
     [ "$DO_DEPS" = 1 ] || args+=(--no-deps)
     log "fault suite: bash test/faults/run.sh ${args[*]}"
     out=$(mktemp)

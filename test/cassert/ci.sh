@@ -4,15 +4,13 @@
 #   1. test/cassert/build-pg.sh: PostgreSQL 15 from Debian's source package
 #      with --enable-cassert and USE_VALGRIND, built once per machine and
 #      cached under /var/cache/redislock;
-#   2. REDISLOCK_PGBIN=<that build> bash test/run-all.sh --no-faults: builds
-#      redislock against it (with PG_CFLAGS, if set) and runs the static
-#      checks, pg_regress, make installcheck and the whole TAP suite on it
-#      (a test whose server log shows a TRAP: fails);
-#   3. REDISLOCK_PGBIN=<that build> bash test/faults/run.sh --valgrind-only:
-#      pg_regress and the multi-node status paths under valgrind memcheck,
-#      which on this build sees overruns inside palloc chunks.
-# The package's own run (test/run-all.sh --installed --smoke --no-valgrind)
-# keeps pg_regress, installcheck, the smoke TAP subset and the fault suite.
+#   2. REDISLOCK_PGBIN=<that build> bash test/run-all.sh: builds redislock
+#      against it (with PG_CFLAGS, if set) and runs the static checks,
+#      pg_regress, make installcheck, the whole TAP suite (a test whose
+#      server log shows a TRAP: fails) and the fault suite, whose valgrind
+#      run over pg_regress sees overruns inside palloc chunks on this build.
+# The package's own run (test/run-all.sh --installed --smoke --no-faults)
+# keeps pg_regress, installcheck and the smoke TAP subset.
 #
 # Usage: bash test/cassert/ci.sh [COUNTS_FILE]
 # Prints how long each part took and ends with the line
@@ -36,22 +34,21 @@ finish() {
 }
 step() { printf '\n=== cassert: %s\n' "$*"; }
 
-# add_counts OUT PREFIX NAME: add the closing line "PREFIX: N passed, M
-# failed" of a runner's output OUT; no such line counts as one failure.
+# add_counts OUT: add run-all's closing line "redislock: N passed, M
+# failed" in its output OUT, and the names of what failed; no such line
+# counts as one failure.
 add_counts() {
-    local out=$1 prefix=$2 name=$3 line p f
-    line=$(grep -E "^$prefix: [0-9]+ passed, [0-9]+ failed$" "$out" | tail -n 1 || true)
+    local out=$1 line p f listed n
+    line=$(grep -E "^redislock: [0-9]+ passed, [0-9]+ failed$" "$out" | tail -n 1 || true)
     if [ -z "$line" ]; then
-        FAILED=$((FAILED + 1)); NAMES+=("cassert/$name(no result)"); return
+        FAILED=$((FAILED + 1)); NAMES+=("cassert/run-all(no result)"); return
     fi
     p=$(echo "$line" | sed -E 's/^[^:]*: ([0-9]+) passed.*/\1/')
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
     PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
-    # the runner's own list of what failed ("run-all: FAILED: a b")
-    local listed n
-    listed=$(sed -n -E 's/^(run-all|faults): FAILED: //p' "$out" | tail -n 1)
+    listed=$(sed -n -E 's/^run-all: FAILED: //p' "$out" | tail -n 1)
     for n in $listed; do NAMES+=("cassert/$n"); done
-    [ "$f" -eq 0 ] || [ -n "$listed" ] || NAMES+=("cassert/$name")
+    [ "$f" -eq 0 ] || [ -n "$listed" ] || NAMES+=("cassert/run-all")
 }
 
 OUT=$(mktemp -d /tmp/redislock-cassert.XXXXXX)
@@ -67,17 +64,13 @@ PASSED=$((PASSED + 1))
 TIMES+=("build-pg: $((SECONDS - t0)) s")
 cat "$(dirname "$PGBIN")/.redislock-cassert" 2>/dev/null | sed 's/^/cassert: /'
 
-step "REDISLOCK_PGBIN=$PGBIN bash test/run-all.sh --no-faults"
+step "REDISLOCK_PGBIN=$PGBIN bash test/run-all.sh"
 t0=$SECONDS
-REDISLOCK_PGBIN=$PGBIN bash test/run-all.sh --no-faults 2>&1 | tee "$OUT/run-all.out" || true
-add_counts "$OUT/run-all.out" redislock run-all
-TIMES+=("run-all (pg_regress, installcheck, whole TAP suite): $((SECONDS - t0)) s")
-
-step "REDISLOCK_PGBIN=$PGBIN bash test/faults/run.sh --valgrind-only"
-t0=$SECONDS
-REDISLOCK_PGBIN=$PGBIN bash test/faults/run.sh --no-deps --no-build --valgrind-only 2>&1 |
-    tee "$OUT/faults.out" || true
-add_counts "$OUT/faults.out" faults valgrind
-TIMES+=("valgrind over pg_regress: $((SECONDS - t0)) s")
+REDISLOCK_PGBIN=$PGBIN bash test/run-all.sh 2>&1 | tee "$OUT/run-all.out" || true
+add_counts "$OUT/run-all.out"
+# where the time went: TAP files (run-all prints each one's), the rest
+tap=$(sed -n -E 's/^run-all: [^ ]+: exit [0-9]+ after ([0-9]+) s$/\1/p' "$OUT/run-all.out" |
+      awk '{ s += $1 } END { print s + 0 }')
+TIMES+=("run-all: $((SECONDS - t0)) s, of which TAP files $tap s")
 
 [ "$FAILED" -eq 0 ]
