@@ -17,7 +17,8 @@ use IPC::Run ();
 use POSIX ();
 use Test::More ();
 
-our $PGBIN = '/usr/lib/postgresql/15/bin';
+# bench/run.sh passes its REDISLOCK_PGBIN
+our $PGBIN = $ENV{REDISLOCK_PGBIN} // '/usr/lib/postgresql/15/bin';
 
 # /proc/loadavg's 1, 5 and 15 minute load averages, as one string.
 sub loadavg

@@ -50,7 +50,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 [ "$ONLY_RESULTS" = 1 ] && workloads=()
 for w in "${workloads[@]}"; do
     echo "=== bench: $w"
-    if ! (cd "$WORK" && "${AS_PG[@]}" PATH="$PGBIN:$PATH" TESTDIR="$WORK" \
+    if ! (cd "$WORK" && "${AS_PG[@]}" PATH="$PGBIN:$PATH" REDISLOCK_PGBIN="$PGBIN" TESTDIR="$WORK" \
         PG_REGRESS="$(dirname "$PGBIN")/lib/pgxs/src/test/regress/pg_regress" \
         PERL5LIB="$WORK/test/lib:$PG_PERL_LIB" \
         perl "bench/$w.pl" "bench/RESULTS-$w.md"); then

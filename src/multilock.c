@@ -241,7 +241,7 @@ take_in_order(MultiLock *m)
 	volatile TimestampTz deadline = DT_NOEND;
 	volatile int taken = 0;
 	volatile bool all = false;
-	bool		by_lock_timeout = m->req->wait_ms < 0 && LockTimeout > 0;
+	volatile bool by_lock_timeout = m->req->wait_ms < 0 && LockTimeout > 0;
 
 	/* one deadline for the whole call, lock_timeout's too */
 	one.scope = RL_SCOPE_SESSION;

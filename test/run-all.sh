@@ -16,13 +16,24 @@
 #   bad input, valgrind).
 #
 # Usage: bash test/run-all.sh [--regress-only | --tap-only] [--no-deps]
-#                             [--no-build | --installed] [--no-faults] [TAP files...]
+#                             [--no-build | --installed] [--no-faults]
+#                             [--smoke] [TAP files...]
 #   --installed: test the redislock already installed into that PostgreSQL
 #   (the Debian package, say): no build, no make install, and it fails at
 #   once if redislock is not installed there.  .ci/run uses it after
 #   installing the .deb it built, so the binary users get is the one tested.
+#   --smoke: of the TAP files, only the smoke subset (SMOKE_TAP below: one
+#   or two files per area).  CI runs everything on the assert-enabled build
+#   (test/cassert/ci.sh) and, against the installed package,
+#   --installed --smoke --no-faults.
 #   TAP files: names or paths of test/t/*.pl files to run instead of all
 #   (the fault suite then does not run).
+# A TAP file or pg_regress run that passes although its server log shows an
+# assertion failure (TRAP:), a process that died of SIGABRT, SIGSEGV,
+# SIGBUS, SIGILL or SIGFPE, or what an assert-enabled server warns of (a
+# write past a palloc chunk, a corrupt memory context, a resource left
+# open at commit: "... leak", "... still active") counts as failed, named
+# <test>(crash).
 # Environment:
 #   REDISLOCK_KEEP=1             keep the work dir (and TAP data dirs)
 #   REDISLOCK_TAP_TIMEOUT=600    seconds per TAP file
@@ -51,13 +62,14 @@ REGRESS_TIMEOUT=${REDISLOCK_REGRESS_TIMEOUT:-600}
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
-DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1 DO_FAULTS=1 INSTALLED=0
+DO_REGRESS=1 DO_TAP=1 DO_DEPS=1 DO_BUILD=1 DO_FAULTS=1 INSTALLED=0 SMOKE=0
 TAP_ARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --regress-only) DO_TAP=0 DO_FAULTS=0 ;;
         --tap-only) DO_REGRESS=0 DO_FAULTS=0 ;;
         --no-faults) DO_FAULTS=0 ;;
+        --smoke) SMOKE=1 ;;
         --no-deps) DO_DEPS=0 ;;
         --no-build) DO_BUILD=0 ;;
         --installed) DO_BUILD=0 INSTALLED=1 ;;
@@ -67,6 +79,22 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+
+# The smoke subset: every area once, and what depends on how the package
+# installed the extension.  Core waits and pub/sub wake-ups (010), every way
+# a wait ends by interrupt (030) and by session/transaction end (040), the
+# Lua scripts against a Redisson client (050), Redis failures (070), the
+# preloaded watchdog worker (110), Sentinel discovery (195), Redlock (200),
+# Cluster (210), the upgrade scripts the package ships (280), TLS through
+# the package's OpenSSL (300), read-write locks (320), multi-locks (340),
+# semaphores, expiring permits and latches shared with a Redisson client
+# (350), the deadlock detector (370), pgbouncer (385) and the shared
+# listener (390).  About 4 minutes of the TAP suite's 13.
+SMOKE_TAP=(010_blocking 030_cancel 040_session_end 050_redisson_compat
+           070_redis_failures 110_worker 195_sentinel_discovery_cancel
+           200_redlock 210_cluster 280_upgrade 300_tls 320_rwlock
+           340_multilock 350_semaphore_redisson 370_deadlock 385_pgbouncer
+           390_listener)
 
 PASSED=${REDISLOCK_PRIOR_PASSED:-0}
 FAILED=${REDISLOCK_PRIOR_FAILED:-0}
@@ -297,6 +325,9 @@ run_regress() {
         [ "$rc" -eq 124 ] && echo "run-all: pg_regress timed out after ${REGRESS_TIMEOUT}s" >&2
     fi
     PASSED=$((PASSED + ok)); FAILED=$((FAILED + bad))
+    if crashes "$WORK/regress/log/postmaster.log"; then
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("pg_regress(crash)")
+    fi
     if [ "$rc" -ne 0 ] || [ "$bad" -ne 0 ]; then
         FAILED_NAMES+=("pg_regress")
         if [ -s "$WORK/regress/regression.diffs" ]; then
@@ -310,6 +341,21 @@ run_regress() {
         log "tail of redis.log"
         tail -n 20 "$WORK/redis/redis.log" 2>/dev/null || true
     fi
+}
+
+# crashes LOG...: true (and prints them) if a server log shows an assertion
+# failure, a process that died of a signal no test sends on purpose, or a
+# memory or resource check of an assert-enabled server that failed.
+crashes() {
+    local lg found=1
+    for lg in "$@"; do
+        [ -f "$lg" ] || continue
+        if grep -E 'TRAP:|terminated by signal (4|6|7|8|11)[^0-9]|detected write past chunk end|problem in alloc set|WARNING: .*( leak|still active)' "$lg"; then
+            echo "run-all: ^ in ${lg#"$WORK"/}" >&2
+            found=0
+        fi
+    done
+    return "$found"
 }
 
 # "make installcheck" on its own, as a user runs it (test/installcheck.sh
@@ -337,6 +383,8 @@ run_tap() {
             [ -f "$WORK/test/t/$b" ] || { echo "run-all: no such TAP test: $f" >&2; FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b(missing)"); continue; }
             files+=("test/t/$b")
         done
+    elif [ "$SMOKE" = 1 ]; then
+        for b in "${SMOKE_TAP[@]}"; do files+=("test/t/$b.pl"); done
     else
         for f in "$WORK"/test/t/*.pl; do
             [ -e "$f" ] && files+=("test/t/$(basename "$f")")
@@ -353,18 +401,22 @@ run_tap() {
     for f in "${files[@]}"; do
         b=$(basename "$f" .pl)
         log "TAP $f"
-        local rc=0
+        local rc=0 t0=$SECONDS
         run_logged "$WORK/tap_$b.out" \
             timeout -k 10 "$TAP_TIMEOUT" "${AS_PG[@]}" "${env[@]}" \
             prove -v -I "$WORK/test/lib" -I "$PG_PERL_LIB" "$f" || rc=$?
-        local skip
+        echo "run-all: $b: exit $rc after $((SECONDS - t0)) s"
+        local skip crashed=0
+        crashes "$WORK"/tmp_check/log/"${b}"_*.log && crashed=1
         # prove -v reports a file's skip_all as "<file> .. skipped: <reason>"
         skip=$(sed -n 's/^[^ ]*\.pl \.\.* skipped: *//p' "$WORK/tap_$b.out" | head -n 1)
-        if [ "$rc" -eq 0 ] && [ -n "$skip" ]; then
+        if [ "$rc" -eq 0 ] && [ "$crashed" = 0 ] && [ -n "$skip" ]; then
             SKIPPED=$((SKIPPED + 1)); SKIPPED_NAMES+=("$b: $skip")
             echo "run-all: SKIPPED $f: $skip" >&2
-        elif [ "$rc" -eq 0 ]; then
+        elif [ "$rc" -eq 0 ] && [ "$crashed" = 0 ]; then
             PASSED=$((PASSED + 1))
+        elif [ "$rc" -eq 0 ]; then
+            FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b(crash)")
         else
             FAILED=$((FAILED + 1)); FAILED_NAMES+=("$b")
             [ "$rc" -eq 124 ] && echo "run-all: $f timed out after ${TAP_TIMEOUT}s" >&2

@@ -7,9 +7,11 @@
 #                                 leave both servers running
 #   bash test/sandbox.sh stop     stop both servers, remove the directory
 # Running it again stops the previous sandbox first.
-# Environment: REDISLOCK_PGBIN (default /usr/lib/postgresql/15/bin), the
-# PostgreSQL to build against and run; REDISLOCK_SANDBOX_DIR (default
-# /var/tmp/redislock-sandbox).
+# Environment:
+#   REDISLOCK_PGBIN=DIR         bin directory of the PostgreSQL to build against
+#                               and run (default /usr/lib/postgresql/15/bin)
+#   REDISLOCK_SANDBOX_DIR=DIR   where the servers live (default
+#                               /var/tmp/redislock-sandbox)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

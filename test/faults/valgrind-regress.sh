@@ -12,14 +12,18 @@
 # Redlock masters and a 3-node cluster, on a Redisson read-write lock with
 # 300 readers (more holders than masters: the Redlock holder array) and on a
 # key that is not a lock; their output is judged too. Then TLS: locks, a
-# bounded wait on pub/sub and two failed handshakes over rediss://. Debian's PostgreSQL
-# is built without USE_VALGRIND, so memcheck cannot see an overrun that
-# stays inside a memory context's block (the old Redlock holder array wrote
-# 333 entries into room for 6 unseen): the exact holder count is what
-# catches that.
+# bounded wait on pub/sub and two failed handshakes over rediss://.
+# Run it on a PostgreSQL built with USE_VALGRIND (test/cassert/build-pg.sh;
+# CI does, test/cassert/ci.sh): its memory contexts tell memcheck where each
+# palloc chunk ends, so a write past a chunk inside a context's block is an
+# "Invalid write" with our frame.  Debian's PostgreSQL is built without it:
+# there memcheck cannot see such an overrun (the old Redlock holder array
+# wrote 333 entries into room for 6 unseen), and only the exact holder count
+# below catches that one.  The first line says which kind of server this is.
 #
 # Usage (as root, from test/faults/run.sh): valgrind-regress.sh WORKDIR "tests..."
 # WORKDIR is the postgres-owned copy made by run.sh (sql/ lua/ test/).
+# REDISLOCK_PGBIN: bin directory of the PostgreSQL to run (as run.sh).
 set -euo pipefail
 WORK=$1; TESTS=$2
 PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
@@ -48,6 +52,12 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP
+
+if "$PGBIN/pg_config" --cflags | grep -qw -- -DUSE_VALGRIND; then
+    echo "valgrind-regress: $PGBIN: built with USE_VALGRIND (overruns inside palloc chunks are seen)"
+else
+    echo "valgrind-regress: $PGBIN: built without USE_VALGRIND (overruns inside a context's block go unseen)"
+fi
 
 rm -rf "$VG"; mkdir -p "$VG/vglogs" "$VG/redis" "$VG/out" "$VG/sock"
 chown -R postgres: "$VG" 2>/dev/null || true
