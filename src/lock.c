@@ -265,22 +265,6 @@ const RLPrimitive rl_lock_primitive = {
 	.verified = rl_verified_int,
 };
 
-/* A trim of owner's holds of one kind to keep (see the primitives). */
-void
-rl_release_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
-				int32 keep, bool leave, int64 mark_ms)
-{
-	rl_primitive(kind)->release(e, name, owner, keep, leave, mark_ms);
-}
-
-/* The watchdog's renewal of one hold (see the primitives). */
-void
-rl_renew_eval(RLEval *e, RLKind kind, const char *name, const char *owner,
-			  int64 lease_ms, int32 holds, bool restore)
-{
-	rl_primitive(kind)->renew(e, name, owner, lease_ms, holds, restore);
-}
-
 /*
  * Runs one acquisition attempt; raises on failure. With enqueue, a waiter
  * that must wait keeps its place: in the fair queue, or as a writer that
