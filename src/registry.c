@@ -33,6 +33,7 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "registry.h"
 
 typedef struct RegistryShared
@@ -158,8 +159,8 @@ forget_session(int code, Datum arg)
 {
 	if (MyProc != NULL)
 	{
-		proc_sessions[MyProc->pgprocno] = 0;
-		proc_waits[MyProc->pgprocno].session = 0;	/* a wait cut off by FATAL */
+		proc_sessions[RL_MY_PROCNO] = 0;
+		proc_waits[RL_MY_PROCNO].session = 0;	/* a wait cut off by FATAL */
 	}
 }
 
@@ -184,7 +185,7 @@ rl_registry_owner_id(char *buf, size_t size)
 		snprintf(buf, size, "%s:" UINT64_FORMAT, shared->instance_id, my_session);
 		if (MyProc != NULL)
 		{
-			proc_sessions[MyProc->pgprocno] = my_session;
+			proc_sessions[RL_MY_PROCNO] = my_session;
 			on_shmem_exit(forget_session, (Datum) 0);
 		}
 		return;
@@ -227,7 +228,7 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 	s->state = RL_SLOT_RESERVED;
 	s->kind = (uint8) kind;
 	s->pid = MyProcPid;
-	s->procno = MyProc->pgprocno;
+	s->procno = RL_MY_PROCNO;
 	s->session = my_session;
 	s->unsettled = false;
 	s->worker_busy = false;
@@ -566,7 +567,7 @@ rl_registry_begin_io(int index, TimestampTz until)
 		ok = take_over(s);
 		if (ok || ms <= 0)
 			break;
-		(void) ConditionVariableTimedSleep(&shared->worker_done, ms, PG_WAIT_EXTENSION);
+		(void) ConditionVariableTimedSleep(&shared->worker_done, ms, RL_WAIT_EVENT);
 	}
 	ConditionVariableCancelSleep();
 	return ok;
@@ -706,7 +707,7 @@ rl_registry_wait_begin(RLKind kind, bool fair, int n, const char *const *names,
 
 	if (shared == NULL || MyProc == NULL || my_session == 0)
 		return;
-	e = &proc_waits[MyProc->pgprocno];
+	e = &proc_waits[RL_MY_PROCNO];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	e->session = my_session;
 	e->wait.pid = MyProcPid;
@@ -736,7 +737,7 @@ rl_registry_wait_end(void)
 	if (shared == NULL || MyProc == NULL)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	proc_waits[MyProc->pgprocno].session = 0;
+	proc_waits[RL_MY_PROCNO].session = 0;
 	LWLockRelease(shared->lock);
 }
 

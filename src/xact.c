@@ -18,6 +18,7 @@
 #include "storage/ipc.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "conn.h"
 #include "lock_int.h"
 #include "redislock.h"
@@ -202,7 +203,7 @@ release_at_exit(int code, Datum arg)
 		rl_registry_wake_worker();
 }
 
-static void pg_attribute_noreturn()
+pg_noreturn static void
 lost_before_commit(LocalLock *ll)
 {
 	ereport(ERROR,
