@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every redislock test on a Debian 12 machine, from nothing:
+# Runs every redislock test on a Debian machine (12, 13 or sid), from nothing:
 #   installs missing packages, builds and installs the extension, starts a
 #   throwaway redis-server, runs pg_regress (test/sql, test/expected) against a
 #   temporary PostgreSQL instance, then the multi-session TAP tests
@@ -30,8 +30,12 @@
 #                                added to the closing line (.ci/run: package build,
 #                                lintian, install), so that one line counts all
 #   REDISLOCK_PGBIN=DIR          bin directory of the PostgreSQL to build against
-#                                and test with (default /usr/lib/postgresql/15/bin;
+#                                and test with (default: that of the pg_config on
+#                                PATH, else the newest /usr/lib/postgresql/N/bin;
 #                                a relocated copy lets two checkouts test at once)
+#   REDISLOCK_REDIS_SERVER=BIN   the Redis server the tests start: redis-server
+#                                (default) or valkey-server; REDISLOCK_REDIS_CLI
+#                                its client (default: the one that comes with it)
 #
 # PostgreSQL refuses to run as root, so when run as root every server and
 # test runs as the "postgres" user in a postgres-owned copy of sql/,
@@ -39,11 +43,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
-PG_CONFIG=$PGBIN/pg_config
-PGXS_DIR=$(dirname "$PGBIN")/lib/pgxs
-PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
-PG_PERL_LIB=$PGXS_DIR/src/test/perl
 TAP_TIMEOUT=${REDISLOCK_TAP_TIMEOUT:-600}
 REGRESS_TIMEOUT=${REDISLOCK_REGRESS_TIMEOUT:-600}
 
@@ -117,7 +116,7 @@ cleanup() {
     # The running step (prove / pg_regress under timeout): timeout forwards
     # TERM to its whole process group.
     stop_child
-    kill_pid_if "$REDIS_PID" 'redis-server*'
+    kill_pid_if "$REDIS_PID" "$REDIS_COMM*"
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
         stop_leftovers "$WORK" run-all
         if [ "${REDISLOCK_KEEP:-0}" = 1 ]; then
@@ -145,6 +144,11 @@ if [ "$DO_DEPS" = 1 ]; then
     log "installing missing packages"
     bash "$ROOT/test/setup-deps.sh"
 fi
+if ! pg_paths; then
+    FAILED_NAMES+=("postgresql"); FAILED=$((FAILED + 1)); exit 1
+fi
+redis_paths    # setup-deps may just have installed it
+log "PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //') in $PGBIN; $("$REDIS_SERVER" --version | cut -d' ' -f1-3)"
 
 # --- 2. build and install ----------------------------------------------------
 if [ "$DO_BUILD" = 1 ]; then
@@ -220,17 +224,17 @@ regress_list() {
 
 start_redis() {
     local port=$1
-    run_redis=("${AS_PG[@]}" redis-server --port "$port" --bind 127.0.0.1 --save ''
+    run_redis=("${AS_PG[@]}" "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save ''
                --appendonly no --daemonize no --dir "$WORK/redis"
                --pidfile "$WORK/redis/redis.pid" --logfile "$WORK/redis/redis.log")
     "${run_redis[@]}" &
     REDIS_PID=$!
     for _ in $(seq 1 200); do    # up to ~20 s
-        if [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; then return 0; fi
+        if [ "$("$REDIS_CLI" -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; then return 0; fi
         if ! kill -0 "$REDIS_PID" 2>/dev/null; then break; fi
         sleep 0.1
     done
-    echo "run-all: redis-server on port $port did not come up:" >&2
+    echo "run-all: $REDIS_SERVER on port $port did not come up:" >&2
     tail -n 20 "$WORK/redis/redis.log" >&2 || true
     return 1
 }
@@ -245,7 +249,7 @@ run_regress() {
     local rport pgport
     rport=$(free_port)
     pgport=$(free_port "$rport")
-    log "starting redis-server on 127.0.0.1:$rport"
+    log "starting $REDIS_SERVER on 127.0.0.1:$rport"
     if ! start_redis "$rport"; then
         FAILED=$((FAILED + 1)); FAILED_NAMES+=("regress(redis start)"); return 0
     fi
@@ -271,13 +275,14 @@ run_regress() {
         --bindir="$PGBIN" --dbname=contrib_regression \
         $tests || rc=$?
 
-    kill_pid_if "$REDIS_PID" 'redis-server*'; REDIS_PID=
+    kill_pid_if "$REDIS_PID" "$REDIS_COMM*"; REDIS_PID=
 
-    # Count per test from pg_regress' own lines: "test foo ... ok" /
-    # "     foo ... FAILED" / "... failed (ignored)".
+    # Count per test from pg_regress' own lines: up to PostgreSQL 15
+    # "test foo ... ok" / "     foo ... FAILED" / "... failed (ignored)",
+    # from 16 on TAP: "ok 1         - foo   12 ms" / "not ok 2     + foo".
     local ok bad
-    ok=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +ok( |$)' "$WORK/regress/pg_regress.stdout" || true)
-    bad=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +(FAILED|failed)' "$WORK/regress/pg_regress.stdout" || true)
+    ok=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +ok( |$)|^ok +[0-9]+ +[-+] ' "$WORK/regress/pg_regress.stdout" || true)
+    bad=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +(FAILED|failed)|^not ok +[0-9]+ ' "$WORK/regress/pg_regress.stdout" || true)
     if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
         # pg_regress died before judging tests (initdb, server start, timeout):
         # every test not reported ok failed.
@@ -335,7 +340,11 @@ run_tap() {
         log "WARNING: no TAP tests to run"
         return 0
     fi
+    # TESTDIR for PostgreSQL 15's PostgreSQL::Test::Utils, TESTDATADIR and
+    # TESTLOGDIR for 16's and later (without them, relative paths that a
+    # server started in its own directory cannot open)
     local env=(PATH="$PGBIN:$PATH" TESTDIR="$WORK" PG_REGRESS="$PG_REGRESS"
+               TESTDATADIR="$WORK/tmp_check" TESTLOGDIR="$WORK/tmp_check/log"
                PERL5LIB="$WORK/test/lib:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
                REDISLOCK_TEST_WORKDIR="$WORK")
     [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)

@@ -238,7 +238,9 @@ sub finish
 	delete $self->{sth_async};
 	my ($v, $err, $state) = $self->_capture(sub {
 		my $rv = $sth->pg_result;
-		return (undef, $dbh->errstr, $dbh->state) unless defined $rv;
+		# DBD::Pg 3.19 and later return a statement that failed (a cancel's
+		# 57014, say) as a defined result: the error is what decides
+		return (undef, $dbh->errstr, $dbh->state) if !defined $rv || $dbh->err;
 		return (_first_value($sth), undef, undef);
 	});
 	chomp $err if defined $err;
