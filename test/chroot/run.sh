@@ -79,9 +79,17 @@ while IFS= read -r -d '' kv; do
         REDISLOCK_*=* | PG_CFLAGS=* | DEB_BUILD_OPTIONS=*) pass+=("$kv") ;;
     esac
 done < <(env -0)
-[ $# -gt 0 ] || set -- bash -l
+if [ $# -eq 0 ]; then    # interactive: in the foreground, with the terminal
+    env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        "${pass[@]}" chroot "$DIR" bash -l || exit $?
+    exit 0
+fi
+# in the background and waited for, so that a signal to this script runs
+# the trap at once (bash defers it during a foreground command)
 rc=0
 env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    "${pass[@]}" chroot "$DIR" "$@" || rc=$?
+    "${pass[@]}" chroot "$DIR" "$@" < /dev/stdin &
+wait $! || rc=$?
 exit "$rc"
