@@ -34,11 +34,14 @@ wait_for() {
 stop_sandbox() {
     [ -d "$DIR" ] || return 0
     set +e
-    local pid
+    local pid bin
     if [ -f "$DIR/pgdata/postmaster.pid" ]; then
         echo "sandbox: stopping PostgreSQL"
-        "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/pgdata" -m fast -t 60 -w stop >/dev/null \
-            || "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/pgdata" -m immediate -t 30 -w stop >/dev/null
+        # the PostgreSQL the sandbox was started with
+        bin=$(cat "$DIR/pgbin" 2>/dev/null)
+        [ -n "$bin" ] || { pg_paths && bin=$PGBIN; }
+        "${AS_PG[@]}" "$bin/pg_ctl" -D "$DIR/pgdata" -m fast -t 60 -w stop >/dev/null \
+            || "${AS_PG[@]}" "$bin/pg_ctl" -D "$DIR/pgdata" -m immediate -t 30 -w stop >/dev/null
     fi
     if [ -f "$DIR/redis.pid" ]; then
         pid=$(cat "$DIR/redis.pid")
@@ -76,6 +79,7 @@ make -C "$ROOT" PG_CONFIG="$PG_CONFIG"
 
 mkdir -p "$DIR"
 chmod 755 "$DIR"    # others (root's psql) may reach the socket
+echo "$PGBIN" > "$DIR/pgbin"
 [ "$(id -u)" -eq 0 ] && chown "$RUN_USER:" "$DIR"
 cd "$DIR"
 

@@ -53,9 +53,10 @@ case "$MODE" in --full | --subset) ;; *) usage >&2; exit 2 ;; esac
 TAG="ci-cell $SUITE/$SERVER"
 export PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter"
 
-PASSED=0 FAILED=0 NAMES=()
+PASSED=0 FAILED=0 NAMES=() SKIPS=()
 DIR= BUILD= PKG=
 finish() {
+    [ ${#SKIPS[@]} -gt 0 ] && printf '%s: SKIPPED (not counted): %s\n' "$TAG" "${SKIPS[@]}"
     [ ${#NAMES[@]} -gt 0 ] && echo "$TAG: FAILED: ${NAMES[*]}"
     echo "$TAG: redislock: $PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]
@@ -114,6 +115,7 @@ if [ "$ncc" -gt 0 ] && [ "$ncc" -eq "$nwe" ]; then pass; else fail pg_cflags; fi
 DEB=$BUILD/postgresql-$PGV-redislock_${VERSION}_$(dpkg --print-architecture).deb
 [ -f "$DIR$DEB" ] || { echo "$TAG: no $DEB" >&2; ls "$DIR$BUILD" >&2; fail deb; exit 1; }
 PKG=postgresql-$PGV-redislock
+dpkg-deb -I "$DIR$DEB" | sed -n 's/^ \(Package\|Version\|Depends\):/  \1:/p'
 step "installing ${DEB##*/}"
 if inside env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$DEB"; then pass; else fail apt-install; exit 1; fi
 
@@ -134,6 +136,8 @@ run_all() {
     FAILED=$((FAILED + $(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')))
     # shellcheck disable=SC2207  # names are single words
     NAMES+=($(sed -n 's/^run-all: FAILED: //p' "$out" | tail -n 1))
+    local skip
+    while IFS= read -r skip; do SKIPS+=("$skip"); done < <(sed -n 's/^run-all: SKIPPED (not counted): //p' "$out")
 }
 
 step "pg_regress and make installcheck against $REGRESS_SERVER"

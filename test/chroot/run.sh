@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Run a command as root inside a Debian chroot made by test/chroot/make.sh:
+# Run a command as root inside a Debian tree made by test/chroot/make.sh:
 #   bash test/chroot/run.sh SUITE CMD [ARG...]
 #   bash test/chroot/run.sh SUITE            (an interactive shell)
 # /proc, /sys, /dev, /dev/pts and a private /dev/shm are mounted for the
 # command's lifetime.  The mounts are made in a mount namespace of their own
 # (unshare), so the host never sees them, and are undone by the trap on every
-# exit path; processes the command left running inside the chroot (a server
-# started by a test) are ended at exit, by their ids, so that nothing keeps
-# the tree busy (only those of this run: several may share a chroot).  The chroot's folder is REDISLOCK_CHROOT_DIR (default
+# exit path.  The command runs with the tree as the root of its mount
+# namespace (pivot_root, not chroot: a chrooted process may not make user
+# namespaces, which test 092 needs) and as the first process of a PID
+# namespace of its own, so that whatever it leaves running (a server started
+# by a test) ends with it, and nothing keeps the tree busy; several runs may
+# share a tree.  The tree is REDISLOCK_CHROOT_DIR (default
 # /var/cache/redislock/SUITE-root).
 set -euo pipefail
 
@@ -15,6 +18,7 @@ set -euo pipefail
 SUITE=$1; shift
 CACHE=${REDISLOCK_CHROOT_CACHE:-/var/cache/redislock}
 DIR=${REDISLOCK_CHROOT_DIR:-$CACHE/$SUITE-root}
+OLD=.redislock-oldroot
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "chroot/run: must run as root" >&2; exit 1
@@ -30,23 +34,18 @@ if [ -z "${REDISLOCK_CHROOT_NS:-}" ]; then
 fi
 
 MOUNTED=()
+CHILD=
 undo() {
-    local rc=$? i n p pids root ns
+    local rc=$? i
     set +e
     trap - EXIT INT TERM HUP
-    # processes still running in the chroot that this run started: those
-    # in our mount namespace (another run.sh on the same chroot has its own)
-    ns=$(readlink /proc/$$/ns/mnt)
-    for n in 1 2 3 4 5 6 7 8 9 10; do
-        pids=()
-        for p in /proc/[0-9]*; do
-            root=$(readlink "$p/root" 2>/dev/null) || continue
-            [ "$root" = "$DIR" ] && [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && pids+=("${p#/proc/}")
-        done
-        [ ${#pids[@]} -eq 0 ] && break
-        if [ "$n" -eq 1 ]; then kill -TERM "${pids[@]}" 2>/dev/null; else kill -KILL "${pids[@]}" 2>/dev/null; fi
-        sleep 0.5
-    done
+    # the command's PID namespace ends with its first process (--kill-child)
+    if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then
+        kill -TERM "$CHILD" 2>/dev/null
+        for i in $(seq 1 50); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$CHILD" 2>/dev/null
+        wait "$CHILD" 2>/dev/null
+    fi
     for ((i = ${#MOUNTED[@]} - 1; i >= 0; i--)); do
         umount "${MOUNTED[$i]}" 2>/dev/null || umount -l "${MOUNTED[$i]}" 2>/dev/null ||
             echo "chroot/run: could not unmount ${MOUNTED[$i]}" >&2
@@ -64,11 +63,16 @@ mnt() {    # mnt TARGET mount-args...: mount, and remember it for undo
     mount "$@" "$target"
     MOUNTED+=("$target")
 }
+# the tree a mount point of its own first (pivot_root needs one), then the
+# file systems under it
+mount --bind "$DIR" "$DIR"
+MOUNTED+=("$DIR")
 mnt /proc -t proc proc
 mnt /sys -t sysfs sysfs
 mnt /dev --bind /dev
 mnt /dev/pts -t devpts -o newinstance,ptmxmode=0666 devpts
 mnt /dev/shm -t tmpfs -o mode=1777 shm
+mkdir -p "$DIR/$OLD"
 cp -L /etc/resolv.conf "$DIR/etc/resolv.conf" 2>/dev/null || true
 
 # a clean environment, but the settings the scripts inside read
@@ -79,17 +83,26 @@ while IFS= read -r -d '' kv; do
         REDISLOCK_*=* | PG_CFLAGS=* | DEB_BUILD_OPTIONS=*) pass+=("$kv") ;;
     esac
 done < <(env -0)
-if [ $# -eq 0 ]; then    # interactive: in the foreground, with the terminal
-    env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
-        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        "${pass[@]}" chroot "$DIR" bash -l || exit $?
+[ $# -gt 0 ] || set -- bash -l
+
+# In new mount and PID namespaces: make the tree the root (the host's
+# pivot_root, while its binaries are still reachable), drop the old root,
+# mount a /proc of the new PID namespace, and run the command there.
+inner='umount -l /'"$OLD"' && mount -t proc proc /proc && exec "$@"'
+launch=(unshare --mount --pid --fork --kill-child -- /bin/sh -c
+        'cd "$1" && /usr/sbin/pivot_root . "$2" && cd / && shift 2 && exec "$@"' sh "$DIR" "$OLD"
+        /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${pass[@]}"
+        /bin/sh -c "$inner" sh "$@")
+if [ -t 0 ]; then    # interactive: in the foreground, with the terminal
+    "${launch[@]}" || exit $?
     exit 0
 fi
 # in the background and waited for, so that a signal to this script runs
 # the trap at once (bash defers it during a foreground command)
 rc=0
-env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    "${pass[@]}" chroot "$DIR" "$@" < /dev/stdin &
-wait $! || rc=$?
+"${launch[@]}" < /dev/stdin &
+CHILD=$!
+wait "$CHILD" || rc=$?
+CHILD=
 exit "$rc"
