@@ -26,20 +26,21 @@ ROOT=$(pwd)
 # The subset: one test or more of every area, and every test whose outcome
 # has differed between PostgreSQL, DBD::Pg or server versions (030 cancel,
 # 090/095 PostgreSQL's wording, 160 crash wording, 215 cluster addresses,
-# 380 encodings).  Areas: the harness (000), waits and wake-ups (010, 020),
-# cancel (030), session end (040), Redisson's layout (050), Redis failures
+# 380 encodings, 396 the wait event's name).  Areas: the harness (000),
+# waits and wake-ups (010, 020), cancel (030), session end (040), Redisson's layout (050), Redis failures
 # (070), settings and secrets (090, 095), the watchdog and leases (110, 130),
 # crash restart (160), replicas (170), Sentinel (190), Redlock (200),
 # Cluster (210, 215), TLS (300), read-write locks (320), multi-locks (340),
 # semaphores (350), deadlocks (370), encodings (380), pgbouncer (385), the
-# listener (390), single-user mode (395).
+# listener (390), single-user mode (395), wait events (396).  About 6
+# minutes where the whole suite takes 14.
 SUBSET=(000_harness 010_blocking 020_fair_fifo 030_cancel 040_session_end
         050_redisson_compat 070_redis_failures 090_connection_settings 095_secrets
         110_worker 130_lost_and_commit_guard 160_crash_restart
         170_sync_replicas_and_limits 190_sentinel 200_redlock 210_cluster
         215_cluster_node_churn 300_tls 320_rwlock 340_multilock
         350_semaphore_redisson 370_deadlock 380_encodings 385_pgbouncer
-        390_listener 395_single_user)
+        390_listener 395_single_user 396_wait_event)
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 [ $# -ge 2 ] || { usage >&2; exit 2; }
