@@ -59,7 +59,7 @@ PGFILEDESC = "redislock - Redis-backed distributed locks"
 # "make installcheck" runs them on a temporary instance (as pg_cron's do) with
 # test/regress.conf (shared_preload_libraries) and a Redis of its own; it needs
 # the extension installed and a user other than root (initdb).
-REGRESS = setup api scope badinput views rwlock semaphore
+REGRESS = setup api scope badinput views rwlock semaphore pgwording
 REGRESS_OPTS = --inputdir=$(srcdir)/test --temp-instance=./tmp_check \
 	--temp-config=$(srcdir)/test/regress.conf --encoding=UTF8 --no-locale
 # the installcheck below starts the Redis around pg_regress

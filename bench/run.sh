@@ -19,17 +19,21 @@
 #   REDISLOCK_BENCH_DEADLOCK_TIMEOUT  its redislock.deadlock_timeout (default:
 #                                  the server's deadlock_timeout)
 #   REDISLOCK_KEEP=1               keep the work directory
-#   REDISLOCK_PGBIN=DIR            bin directory of the PostgreSQL to use
+#   REDISLOCK_PGBIN=DIR            bin directory of the PostgreSQL to use (default:
+#                                  that of the pg_config on PATH, test/lib/common.sh)
+#   REDISLOCK_REDIS_SERVER=BIN     redis-server (default) or valkey-server
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
-PG_PERL_LIB=$(dirname "$PGBIN")/lib/pgxs/src/test/perl
+# shellcheck source=../test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
 
 ONLY_RESULTS=0
 if [ "${1:-}" = --results-only ]; then ONLY_RESULTS=1; shift; fi
 
 bash "$ROOT/test/setup-deps.sh"
+pg_paths
+redis_paths
 make -C "$ROOT" -s PG_CONFIG=$PGBIN/pg_config
 make -C "$ROOT" -s install PG_CONFIG=$PGBIN/pg_config >/dev/null
 
@@ -42,8 +46,6 @@ fi
 WORK=$(mktemp -d /tmp/redislock-bench.XXXXXX)
 trap '[ "${REDISLOCK_KEEP:-0}" = 1 ] || rm -rf "$WORK"' EXIT
 cp -r "$ROOT/bench" "$ROOT/test" "$ROOT/lua" "$WORK/"
-# shellcheck source=../test/lib/common.sh
-. "$ROOT/test/lib/common.sh"
 [ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -51,7 +53,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for w in "${workloads[@]}"; do
     echo "=== bench: $w"
     if ! (cd "$WORK" && "${AS_PG[@]}" PATH="$PGBIN:$PATH" REDISLOCK_PGBIN="$PGBIN" TESTDIR="$WORK" \
-        PG_REGRESS="$(dirname "$PGBIN")/lib/pgxs/src/test/regress/pg_regress" \
+        TESTDATADIR="$WORK/tmp_check" TESTLOGDIR="$WORK/tmp_check/log" PG_REGRESS="$PG_REGRESS" \
         PERL5LIB="$WORK/test/lib:$PG_PERL_LIB" \
         perl "bench/$w.pl" "bench/RESULTS-$w.md"); then
         echo "=== bench: $w FAILED; end of its log:" >&2

@@ -29,6 +29,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "conn_int.h"
 #include "redislock.h"
 #include "scripts.h"
@@ -105,7 +106,7 @@ wait_socket(RLConn *c, uint32 events, TimestampTz until)
 			ModifyWaitEvent(c->wes, c->sock_pos, events, NULL);
 			c->sock_events = events;
 		}
-		n = WaitEventSetWait(c->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		n = WaitEventSetWait(c->wes, timeout, &ev, 1, RL_WAIT_EVENT);
 		if (n == 0)
 			continue;
 		if (ev.events & WL_LATCH_SET)
@@ -518,7 +519,7 @@ rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
 		return rl_fail(c, RLF_CONNECT, "%s", problem);
 	strlcpy(c->host, node->host, sizeof(c->host));
 	c->ready = false;
-	c->wes = CreateWaitEventSet(TopMemoryContext, 3);
+	c->wes = RL_CreateWaitEventSet(TopMemoryContext, 3);
 	AddWaitEventToSet(c->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	/* a single-user backend has no postmaster to watch */
 	if (IsUnderPostmaster)
@@ -860,7 +861,7 @@ rl_worth_retrying(RLConn *c, RLRetry *r)
 	memcpy(r->errdetail, c->errdetail, sizeof(r->errdetail));
 	r->errhint = c->errhint;
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
-					 RETRY_PAUSE_MS, PG_WAIT_EXTENSION);
+					 RETRY_PAUSE_MS, RL_WAIT_EVENT);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 	return GetCurrentTimestamp() < r->until;

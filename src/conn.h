@@ -15,6 +15,7 @@
 
 #include "datatype/timestamp.h"
 
+#include "compat.h"
 #include "redislock.h"
 
 /*
@@ -177,8 +178,8 @@ extern bool rl_fail_on(RLConn *c, RLFailure failure, const char *server,
 extern char *rl_failure_text(const RLConn *c);
 extern void rl_report(RLConn *c, int elevel) pg_attribute_cold;
 extern int	rl_op_errmsg(RLOp op, const char *name);
-extern void rl_reply_error(const RLReply *reply, RLOp op,
-						   const char *name) pg_attribute_noreturn();
+pg_noreturn extern void rl_reply_error(const RLReply *reply, RLOp op,
+									   const char *name);
 
 /* config.c */
 extern bool rl_config(RLMode *mode, const RLNode **nodes, int *nnodes,

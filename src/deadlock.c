@@ -60,6 +60,7 @@
 #include "utils/timestamp.h"
 
 #include "cleanup.h"
+#include "compat.h"
 #include "conn.h"
 #include "deadlock.h"
 #include "lock_int.h"
@@ -504,8 +505,8 @@ cycle_confirmed(int k, WalkNode **cycle)
 }
 
 /* Raises 40P01 for the cycle, us first. */
-static void
-report_cycle(int k, WalkNode **cycle) pg_attribute_noreturn();
+pg_noreturn static void
+report_cycle(int k, WalkNode **cycle);
 
 static void
 report_cycle(int k, WalkNode **cycle)

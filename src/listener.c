@@ -30,6 +30,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "conn_int.h"
 #include "route.h"
 #include "wakeup.h"
@@ -557,7 +558,7 @@ wait_for_events(long timeout_ms)
 			drain_link(i, false);
 	if (changed)
 		return;
-	wes = CreateWaitEventSet(CurrentMemoryContext, nlinks + 2);
+	wes = RL_CreateWaitEventSet(CurrentMemoryContext, nlinks + 2);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	for (int i = 0; i < nlinks; i++)
@@ -566,7 +567,7 @@ wait_for_events(long timeout_ms)
 							  rl_sock_fd(links[i].conn.sock), NULL,
 							  (void *) (intptr_t) (i + 1));
 	nev = WaitEventSetWait(wes, timeout_ms, events, lengthof(events),
-						   PG_WAIT_EXTENSION);
+						   RL_WAIT_EVENT);
 	FreeWaitEventSet(wes);
 	for (int e = 0; e < nev; e++)
 	{

@@ -26,6 +26,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "conn.h"
 #include "lock_int.h"
 #include "redislock.h"
@@ -196,7 +197,7 @@ rl_run_acquisition(const RLEval *e, RLReply **wait)
  * Raises the error of an acquisition of name that the replicas did not
  * confirm (wait: the WAIT reply), given back or not.
  */
-void		pg_attribute_noreturn()
+pg_noreturn void
 rl_replicas_unconfirmed(const RLReply *r, const char *name, bool given_back)
 {
 	ereport(ERROR,

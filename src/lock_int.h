@@ -13,6 +13,7 @@
 
 #include "utils/hsearch.h"
 
+#include "compat.h"
 #include "conn.h"
 #include "deadlock.h"
 #include "lock.h"
@@ -195,8 +196,8 @@ extern RLReply *rl_eval_one(const RLEval *e, RLOp op,
 extern void rl_check_redlock(const RLPrimitive *prim);
 extern void rl_check_acquire(const RLAcquireRequest *req);
 extern RLReply *rl_run_acquisition(const RLEval *e, RLReply **wait);
-extern void rl_replicas_unconfirmed(const RLReply *r, const char *name,
-									bool given_back) pg_attribute_noreturn();
+pg_noreturn extern void rl_replicas_unconfirmed(const RLReply *r, const char *name,
+												bool given_back);
 extern bool rl_take_hold(LocalLock *ll, const RLAcquireRequest *req,
 						 int32 target, Attempt *a);
 extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,

@@ -305,7 +305,6 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 					const char *const *names)
 {
 	MultiLock	m;
-	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
 	volatile int nlocks = 0;
 	bool		taken = false;
 
@@ -322,7 +321,8 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 		rl_reserve_xact_holds(n);
 	m.req = req;
 	m.n = n;
-	m.lease_ms = lease_ms;
+	/* in m, not a local: the PG_TRY below would need it volatile */
+	m.lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
 	m.locks = palloc(sizeof(LocalLock *) * n);
 	m.target = palloc(sizeof(int32) * n);
 	m.token = palloc0(sizeof(int64) * n);
@@ -333,11 +333,11 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 	{
 		for (; nlocks < n; nlocks++)
 		{
-			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, NULL, lease_ms);
+			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, NULL, m.lease_ms);
 			m.target[nlocks] = total_holds(m.locks[nlocks]) + 1;
-			if (m.target[nlocks] > 1 && lease_ms > m.locks[nlocks]->lease_ms)
+			if (m.target[nlocks] > 1 && m.lease_ms > m.locks[nlocks]->lease_ms)
 				rl_registry_attempt(m.locks[nlocks]->slot,
-										m.locks[nlocks]->generation, lease_ms);
+									m.locks[nlocks]->generation, m.lease_ms);
 		}
 		if (rl_mode() != RL_MODE_CLUSTER || rl_same_slot(n, names))
 			taken = take_at_once(&m);

@@ -15,6 +15,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "conn_int.h"
 #include "redislock.h"
 
@@ -310,7 +311,7 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
 		if (nactive == 0)
 			return;
 
-		wes = CreateWaitEventSet(CurrentMemoryContext, nactive + 2);
+		wes = RL_CreateWaitEventSet(CurrentMemoryContext, nactive + 2);
 		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		/* a single-user backend has no postmaster to watch */
 		if (IsUnderPostmaster)
@@ -351,7 +352,7 @@ flights_wait(Flight *flights, int n, TimestampTz until, TimestampTz connect_unti
 			timeout = rl_ms_until(deadline);
 			if (!active || timeout == 0)
 				break;
-			nev = WaitEventSetWait(wes, timeout, events, nactive + 2, PG_WAIT_EXTENSION);
+			nev = WaitEventSetWait(wes, timeout, events, nactive + 2, RL_WAIT_EVENT);
 			for (int e = 0; e < nev; e++)
 			{
 				Flight	   *f = events[e].user_data;

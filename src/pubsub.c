@@ -13,6 +13,7 @@
 #include "storage/latch.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "conn_int.h"
 #include "redislock.h"
 
@@ -230,7 +231,7 @@ rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
 		if (timeout == 0)
 			return 0;
 
-		wes = CreateWaitEventSet(CurrentMemoryContext, nlive + 2);
+		wes = RL_CreateWaitEventSet(CurrentMemoryContext, nlive + 2);
 		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		/* a single-user backend has no postmaster to watch */
 		if (IsUnderPostmaster)
@@ -239,7 +240,7 @@ rl_wait_message_any(int nconns, RLConn **conns, TimestampTz until)
 			if (conns[i]->subscribed)
 				AddWaitEventToSet(wes, rl_sock_read_wants(conns[i]->sock),
 								  rl_sock_fd(conns[i]->sock), NULL, conns[i]);
-		nev = WaitEventSetWait(wes, timeout, events, nlive + 2, PG_WAIT_EXTENSION);
+		nev = WaitEventSetWait(wes, timeout, events, nlive + 2, RL_WAIT_EVENT);
 		FreeWaitEventSet(wes);
 		for (int e = 0; e < nev; e++)
 		{

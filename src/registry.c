@@ -34,6 +34,7 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "conn.h"
 #include "redislock.h"
 #include "registry.h"
@@ -187,8 +188,8 @@ forget_session(int code, Datum arg)
 {
 	if (MyProc != NULL)
 	{
-		proc_sessions[MyProc->pgprocno] = 0;
-		proc_waits[MyProc->pgprocno].session = 0;	/* a wait cut off by FATAL */
+		proc_sessions[RL_MY_PROCNO] = 0;
+		proc_waits[RL_MY_PROCNO].session = 0;	/* a wait cut off by FATAL */
 	}
 }
 
@@ -213,10 +214,10 @@ session_number(void)
 	{
 		Assert(shared != NULL && MyProc != NULL);
 		my_session = pg_atomic_fetch_add_u64(&shared->next_session, 1);
-		proc_sessions[MyProc->pgprocno] = my_session;
+		proc_sessions[RL_MY_PROCNO] = my_session;
 		on_shmem_exit(forget_session, (Datum) 0);
 	}
-	Assert(my_session != 0 && proc_sessions[MyProc->pgprocno] == my_session);
+	Assert(my_session != 0 && proc_sessions[RL_MY_PROCNO] == my_session);
 	return my_session;
 }
 
@@ -285,7 +286,7 @@ uncount_role_slot(Oid role)
 		hash_search(role_counts, &role, HASH_REMOVE, NULL);
 }
 
-static void pg_attribute_noreturn()
+pg_noreturn static void
 role_share_exceeded(Oid role, int taken)
 {
 	const char *rolename = GetUserNameFromId(role, true);
@@ -317,7 +318,7 @@ own_slot(int index, uint32 generation)
 		return NULL;
 	Assert(s->state != RL_SLOT_FREE);
 	Assert(my_session != 0 && s->session == my_session &&
-		   s->procno == MyProc->pgprocno);
+		   s->procno == RL_MY_PROCNO);
 	return s;
 }
 
@@ -367,7 +368,7 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 	s->kind = (uint8) kind;
 	s->pid = MyProcPid;
 	s->role = role;
-	s->procno = MyProc->pgprocno;
+	s->procno = RL_MY_PROCNO;
 	s->session = session;
 	s->unsettled = false;
 	s->worker_busy = false;
@@ -727,7 +728,7 @@ rl_registry_begin_io(int index, uint32 generation, TimestampTz until)
 		ok = take_over(index, generation);
 		if (ok || ms <= 0)
 			break;
-		(void) ConditionVariableTimedSleep(&shared->worker_done, ms, PG_WAIT_EXTENSION);
+		(void) ConditionVariableTimedSleep(&shared->worker_done, ms, RL_WAIT_EVENT);
 	}
 	ConditionVariableCancelSleep();
 	return ok;
@@ -885,7 +886,7 @@ rl_registry_wait_begin(RLKind kind, bool fair, int n, const char *const *names,
 	if (shared == NULL || MyProc == NULL)
 		return;
 	session = session_number();
-	e = &proc_waits[MyProc->pgprocno];
+	e = &proc_waits[RL_MY_PROCNO];
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	e->session = session;
 	e->wait.pid = MyProcPid;
@@ -915,7 +916,7 @@ rl_registry_wait_end(void)
 	if (shared == NULL || MyProc == NULL)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	proc_waits[MyProc->pgprocno].session = 0;
+	proc_waits[RL_MY_PROCNO].session = 0;
 	LWLockRelease(shared->lock);
 }
 

@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "redislock.h"
 #include "resolve.h"
 
@@ -118,7 +119,7 @@ wait_lookup(RLLookup *l, TimestampTz until)
 			if (timeout == 0)
 				break;
 			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
-						   Min(timeout, LOOKUP_POLL_MS), PG_WAIT_EXTENSION);
+						   Min(timeout, LOOKUP_POLL_MS), RL_WAIT_EVENT);
 			ResetLatch(MyLatch);
 			if (rc & WL_POSTMASTER_DEATH)
 			{

@@ -24,6 +24,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "redislock.h"
 #include "route.h"
 
@@ -129,7 +130,7 @@ static void
 pause_briefly(void)
 {
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 RETRY_MS, PG_WAIT_EXTENSION);
+					 RETRY_MS, RL_WAIT_EVENT);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 }

@@ -16,6 +16,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "conn.h"
 #include "deadlock.h"
 #include "lock_int.h"
@@ -64,7 +65,7 @@ sleep_until(TimestampTz until)
 
 	if (ms > 0)
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 ms, PG_WAIT_EXTENSION);
+						 ms, RL_WAIT_EVENT);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 }

@@ -33,6 +33,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "wakeup.h"
 
 typedef struct WakeEntry
@@ -254,7 +255,7 @@ rl_wakeup_begin(int n, const char *const *channels, bool wake_one)
 	{
 		WakeEntry  *e = &board->entries[my_entries[i]];
 
-		e->procno = MyProc->pgprocno;
+		e->procno = RL_MY_PROCNO;
 		e->seq = board->next_seq++;
 		e->hash = channel_hash(channels[i]);
 		e->wake_one = wake_one;
@@ -301,7 +302,7 @@ wait_latch_until(TimestampTz until)
 					 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
 					 (until == DT_NOEND ? 0 : WL_TIMEOUT),
 					 until == DT_NOEND ? -1 : Min(Max(ms, 1), INT_MAX),
-					 PG_WAIT_EXTENSION);
+					 RL_WAIT_EVENT);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 	return true;

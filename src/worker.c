@@ -27,6 +27,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "conn.h"
 #include "lock.h"
 #include "registry.h"
@@ -509,7 +510,7 @@ redislock_worker_main(Datum arg)
 
 		if (sleep_ms > 0)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 sleep_ms, PG_WAIT_EXTENSION);
+							 sleep_ms, RL_WAIT_EVENT);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

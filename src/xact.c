@@ -19,6 +19,7 @@
 #include "utils/memutils.h"
 
 #include "cleanup.h"
+#include "compat.h"
 #include "conn.h"
 #include "lock_int.h"
 #include "redislock.h"
@@ -203,7 +204,7 @@ release_at_exit(int code, Datum arg)
 		rl_registry_wake_worker();
 }
 
-static void pg_attribute_noreturn()
+pg_noreturn static void
 lost_before_commit(LocalLock *ll)
 {
 	ereport(ERROR,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every redislock test on a Debian 12 machine, from nothing:
+# Runs every redislock test on a Debian machine (12, 13 or sid), from nothing:
 #   installs missing packages, builds and installs the extension, starts a
 #   throwaway redis-server, runs pg_regress (test/sql, test/expected) against a
 #   temporary PostgreSQL instance, then the multi-session TAP tests
@@ -36,15 +36,19 @@
 # <test>(crash).
 # Environment:
 #   REDISLOCK_KEEP=1             keep the work dir (and TAP data dirs)
-#   REDISLOCK_TAP_TIMEOUT=600    seconds per TAP file
+#   REDISLOCK_TAP_TIMEOUT=1200   seconds per TAP file (test 500 runs eight Redisson versions)
 #   REDISLOCK_REGRESS_TIMEOUT=600  seconds for pg_regress
 #   REDISLOCK_PRIOR_PASSED, REDISLOCK_PRIOR_FAILED, REDISLOCK_PRIOR_FAILED_NAMES
 #                                counts (and names) of checks the caller ran first,
 #                                added to the closing line (.ci/run: package build,
 #                                lintian, install), so that one line counts all
 #   REDISLOCK_PGBIN=DIR          bin directory of the PostgreSQL to build against
-#                                and test with (default /usr/lib/postgresql/15/bin;
+#                                and test with (default: that of the pg_config on
+#                                PATH, else the newest /usr/lib/postgresql/N/bin;
 #                                a relocated copy lets two checkouts test at once)
+#   REDISLOCK_REDIS_SERVER=BIN   the Redis server the tests start: redis-server
+#                                (default) or valkey-server; REDISLOCK_REDIS_CLI
+#                                its client (default: the one that comes with it)
 #
 # PostgreSQL refuses to run as root, so when run as root every server and
 # test runs as the "postgres" user in a postgres-owned copy of sql/,
@@ -52,12 +56,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
-PG_CONFIG=$PGBIN/pg_config
-PGXS_DIR=$(dirname "$PGBIN")/lib/pgxs
-PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
-PG_PERL_LIB=$PGXS_DIR/src/test/perl
-TAP_TIMEOUT=${REDISLOCK_TAP_TIMEOUT:-600}
+TAP_TIMEOUT=${REDISLOCK_TAP_TIMEOUT:-1200}
 REGRESS_TIMEOUT=${REDISLOCK_REGRESS_TIMEOUT:-600}
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -139,7 +138,7 @@ summary() {
     if [ "$SKIPPED" -gt 0 ]; then
         echo
         echo "run-all: SKIPPED $SKIPPED TAP file(s), not counted as passed:"
-        printf 'run-all:   %s\n' "${SKIPPED_NAMES[@]}"
+        printf 'run-all: SKIPPED (not counted): %s\n' "${SKIPPED_NAMES[@]}"
     fi
     if [ ${#FAILED_NAMES[@]} -gt 0 ]; then
         echo
@@ -156,7 +155,7 @@ cleanup() {
     # The running step (prove / pg_regress under timeout): timeout forwards
     # TERM to its whole process group.
     stop_child
-    kill_pid_if "$REDIS_PID" 'redis-server*'
+    kill_pid_if "$REDIS_PID" "$REDIS_COMM*"
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
         stop_leftovers "$WORK" run-all
         if [ "${REDISLOCK_KEEP:-0}" = 1 ]; then
@@ -184,6 +183,11 @@ if [ "$DO_DEPS" = 1 ]; then
     log "installing missing packages"
     bash "$ROOT/test/setup-deps.sh"
 fi
+if ! pg_paths; then
+    FAILED_NAMES+=("postgresql"); FAILED=$((FAILED + 1)); exit 1
+fi
+redis_paths    # setup-deps may just have installed it
+log "PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //') in $PGBIN; $("$REDIS_SERVER" --version | cut -d' ' -f1-3)"
 
 # --- 2. build and install ----------------------------------------------------
 if [ "$DO_BUILD" = 1 ]; then
@@ -259,17 +263,17 @@ regress_list() {
 
 start_redis() {
     local port=$1
-    run_redis=("${AS_PG[@]}" redis-server --port "$port" --bind 127.0.0.1 --save ''
+    run_redis=("${AS_PG[@]}" "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save ''
                --appendonly no --daemonize no --dir "$WORK/redis"
                --pidfile "$WORK/redis/redis.pid" --logfile "$WORK/redis/redis.log")
     "${run_redis[@]}" &
     REDIS_PID=$!
     for _ in $(seq 1 200); do    # up to ~20 s
-        if [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; then return 0; fi
+        if [ "$("$REDIS_CLI" -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; then return 0; fi
         if ! kill -0 "$REDIS_PID" 2>/dev/null; then break; fi
         sleep 0.1
     done
-    echo "run-all: redis-server on port $port did not come up:" >&2
+    echo "run-all: $REDIS_SERVER on port $port did not come up:" >&2
     tail -n 20 "$WORK/redis/redis.log" >&2 || true
     return 1
 }
@@ -284,7 +288,7 @@ run_regress() {
     local rport pgport
     rport=$(free_port)
     pgport=$(free_port "$rport")
-    log "starting redis-server on 127.0.0.1:$rport"
+    log "starting $REDIS_SERVER on 127.0.0.1:$rport"
     if ! start_redis "$rport"; then
         FAILED=$((FAILED + 1)); FAILED_NAMES+=("regress(redis start)"); return 0
     fi
@@ -310,13 +314,14 @@ run_regress() {
         --bindir="$PGBIN" --dbname=contrib_regression \
         $tests || rc=$?
 
-    kill_pid_if "$REDIS_PID" 'redis-server*'; REDIS_PID=
+    kill_pid_if "$REDIS_PID" "$REDIS_COMM*"; REDIS_PID=
 
-    # Count per test from pg_regress' own lines: "test foo ... ok" /
-    # "     foo ... FAILED" / "... failed (ignored)".
+    # Count per test from pg_regress' own lines: up to PostgreSQL 15
+    # "test foo ... ok" / "     foo ... FAILED" / "... failed (ignored)",
+    # from 16 on TAP: "ok 1         - foo   12 ms" / "not ok 2     + foo".
     local ok bad
-    ok=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +ok( |$)' "$WORK/regress/pg_regress.stdout" || true)
-    bad=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +(FAILED|failed)' "$WORK/regress/pg_regress.stdout" || true)
+    ok=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +ok( |$)|^ok +[0-9]+ +[-+] ' "$WORK/regress/pg_regress.stdout" || true)
+    bad=$(grep -cE '^ *(test +)?[^ ]+ +\.\.\. +(FAILED|failed)|^not ok +[0-9]+ ' "$WORK/regress/pg_regress.stdout" || true)
     if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
         # pg_regress died before judging tests (initdb, server start, timeout):
         # every test not reported ok failed.
@@ -375,6 +380,33 @@ run_installcheck() {
 }
 
 # --- 5. TAP ------------------------------------------------------------------------
+# build_redisson FILES...: the real Redisson client's tests (test 500 on) need
+# the Java driver built once per Redisson version (test/redisson-java/build.sh,
+# cached: seconds when nothing changed).  Sets REDISSON_ENV for the tests; a
+# failed build counts as a failure (the tests then fail, saying why).
+REDISSON_ENV=()
+build_redisson() {
+    local f need=0
+    for f in "$@"; do
+        case "$(basename "$f")" in 5[0-9][0-9]_redisson_real*) need=1 ;; esac
+    done
+    [ "$need" = 1 ] || return 0
+    # as root, where the postgres user running the tests can read it
+    local cache=${REDISLOCK_REDISSON_CACHE:-}
+    if [ -z "$cache" ]; then
+        if [ "$(id -u)" -eq 0 ]; then cache=/var/cache/redislock/redisson
+        else cache=${XDG_CACHE_HOME:-$HOME/.cache}/redislock-redisson; fi
+    fi
+    REDISSON_ENV=(REDISLOCK_REDISSON_CACHE="$cache")
+    log "the real Redisson client: bash test/redisson-java/build.sh (cache $cache)"
+    if REDISLOCK_REDISSON_CACHE=$cache bash "$ROOT/test/redisson-java/build.sh"; then
+        [ "$(id -u)" -eq 0 ] && chmod -R a+rX "$cache"
+        PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("redisson-java(build)")
+    fi
+}
+
 run_tap() {
     local files=() f b
     if [ ${#TAP_ARGS[@]} -gt 0 ]; then
@@ -394,9 +426,15 @@ run_tap() {
         log "WARNING: no TAP tests to run"
         return 0
     fi
+    # TESTDIR for PostgreSQL 15's PostgreSQL::Test::Utils, TESTDATADIR and
+    # TESTLOGDIR for 16's and later (without them, relative paths that a
+    # server started in its own directory cannot open)
     local env=(PATH="$PGBIN:$PATH" TESTDIR="$WORK" PG_REGRESS="$PG_REGRESS"
+               TESTDATADIR="$WORK/tmp_check" TESTLOGDIR="$WORK/tmp_check/log"
                PERL5LIB="$WORK/test/lib:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
                REDISLOCK_TEST_WORKDIR="$WORK")
+    build_redisson "${files[@]}"
+    env+=("${REDISSON_ENV[@]}")
     [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)
     for f in "${files[@]}"; do
         b=$(basename "$f" .pl)

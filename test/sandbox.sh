@@ -16,8 +16,6 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${REDISLOCK_SANDBOX_DIR:-/var/tmp/redislock-sandbox}
-PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
-PG_CONFIG=$PGBIN/pg_config
 LOCK=sandbox:demo
 
 # shellcheck source=lib/common.sh
@@ -41,18 +39,22 @@ wait_for() {
 stop_sandbox() {
     [ -d "$DIR" ] || return 0
     set +e
-    local pid
+    local pid bin
     if [ -f "$DIR/pgdata/postmaster.pid" ]; then
         echo "sandbox: stopping PostgreSQL"
-        "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/pgdata" -m fast -t 60 -w stop >/dev/null \
-            || "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$DIR/pgdata" -m immediate -t 30 -w stop >/dev/null
+        # the PostgreSQL the sandbox was started with
+        bin=$(cat "$DIR/pgbin" 2>/dev/null)
+        [ -n "$bin" ] || { pg_paths && bin=$PGBIN; }
+        "${AS_PG[@]}" "$bin/pg_ctl" -D "$DIR/pgdata" -m fast -t 60 -w stop >/dev/null \
+            || "${AS_PG[@]}" "$bin/pg_ctl" -D "$DIR/pgdata" -m immediate -t 30 -w stop >/dev/null
     fi
     if [ -f "$DIR/redis.pid" ]; then
         pid=$(cat "$DIR/redis.pid")
-        if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = redis-server ]; then
-            echo "sandbox: stopping redis-server $pid"
+        if [ -n "$pid" ] && case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
+                                redis-server | valkey-server | "$REDIS_COMM") true ;; *) false ;; esac; then
+            echo "sandbox: stopping the Redis server $pid"
             kill -TERM "$pid"
-            wait_for 20 "redis-server $pid to exit" bash -c "! kill -0 $pid" || kill -KILL "$pid"
+            wait_for 20 "Redis server $pid to exit" bash -c "! kill -0 $pid" || kill -KILL "$pid"
         fi
     fi
     rm -rf "$DIR"
@@ -73,23 +75,26 @@ stop_sandbox
 
 say "dependencies"
 bash "$ROOT/test/setup-deps.sh"
+pg_paths
+redis_paths
 
-say "build and install"
+say "build and install (PostgreSQL $PG_MAJOR, $PGBIN)"
 make -C "$ROOT" PG_CONFIG="$PG_CONFIG"
 "${SUDO[@]}" make -C "$ROOT" PG_CONFIG="$PG_CONFIG" install
 
 mkdir -p "$DIR"
 chmod 755 "$DIR"    # others (root's psql) may reach the socket
+echo "$PGBIN" > "$DIR/pgbin"
 [ "$(id -u)" -eq 0 ] && chown "$RUN_USER:" "$DIR"
 cd "$DIR"
 
 RPORT=$(free_port)
 PGPORT=$(free_port "$RPORT")
 
-say "redis-server on 127.0.0.1:$RPORT"
-"${AS_PG[@]}" redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
+say "$REDIS_SERVER on 127.0.0.1:$RPORT"
+"${AS_PG[@]}" "$REDIS_SERVER" --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
     --daemonize yes --dir "$DIR" --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log"
-wait_for 20 "redis PING" bash -c "[ \"\$(redis-cli -p $RPORT ping)\" = PONG ]"
+wait_for 20 "redis PING" bash -c "[ \"\$($REDIS_CLI -p $RPORT ping)\" = PONG ]"
 
 # pg_cron (Debian's postgresql-15-cron, which setup-deps installs) for DEMO 5.
 CRON=0 PRELOAD=redislock
@@ -154,7 +159,7 @@ demo_cleanup() {
 trap demo_cleanup EXIT
 
 # Observable states the demo waits for (all polled with a bound).
-lock_in_redis() { [ "$(redis-cli -p "$RPORT" EXISTS "$LOCK")" = 1 ]; }
+lock_in_redis() { [ "$("$REDIS_CLI" -p "$RPORT" EXISTS "$LOCK")" = 1 ]; }
 b_waits() {
     [ "$(psql_ -At -c "SELECT count(*) FROM pg_stat_activity
                         WHERE application_name = 'sandbox-B' AND wait_event_type = 'Extension'")" = 1 ]
@@ -174,10 +179,10 @@ wait_for 20 "A to hold $LOCK in Redis" lock_in_redis
 echo "   (A holds it: watchdog mode, renewed while A's session holds it)"
 
 say "Redis holds the lock in Redisson's layout: hash <name>, field <server uuid>:<session>, value = hold count"
-echo "\$ redis-cli HGETALL $LOCK"
-redis-cli -p "$RPORT" HGETALL "$LOCK"
-echo "\$ redis-cli PTTL $LOCK"
-redis-cli -p "$RPORT" PTTL "$LOCK"
+echo "\$ $REDIS_CLI HGETALL $LOCK"
+"$REDIS_CLI" -p "$RPORT" HGETALL "$LOCK"
+echo "\$ $REDIS_CLI PTTL $LOCK"
+"$REDIS_CLI" -p "$RPORT" PTTL "$LOCK"
 
 say "DEMO 2: session B tries once, without waiting"
 echo "B> SELECT redis_lock_acquire('$LOCK', '0');"
@@ -254,8 +259,8 @@ wait "$A_PID" || true
 A_PID=
 echo "A's session printed:"
 sed 's/^/   /' "$DIR/a.out"
-echo "\$ redis-cli EXISTS $LOCK      -- B's session has ended, which released B's hold"
-redis-cli -p "$RPORT" EXISTS "$LOCK"
+echo "\$ $REDIS_CLI EXISTS $LOCK      -- B's session has ended, which released B's hold"
+"$REDIS_CLI" -p "$RPORT" EXISTS "$LOCK"
 
 if [ "$(cat "$DIR/b.out")" != t ]; then
     echo "sandbox: DEMO FAILED: B should have got the lock (t)" >&2
@@ -272,7 +277,7 @@ when A released it: cron.job_run_details says succeeded.")
 The sandbox keeps running:
   PostgreSQL  psql -h $DIR -p $PGPORT -U postgres postgres
           or  psql -h 127.0.0.1 -p $PGPORT -U postgres postgres
-  Redis       redis-cli -p $RPORT
+  Redis       $REDIS_CLI -p $RPORT
   logs        $DIR/postgres.log  $DIR/redis.log
   settings    $DIR/sandbox.env
 Stop it with: bash test/sandbox.sh stop

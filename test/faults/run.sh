@@ -23,11 +23,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
-PG_CONFIG=$PGBIN/pg_config
-PGXS_DIR=$(dirname "$PGBIN")/lib/pgxs
-PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
-PG_PERL_LIB=$PGXS_DIR/src/test/perl
 TAP_TIMEOUT=${REDISLOCK_FAULT_TIMEOUT:-600}
 VG_TIMEOUT=${REDISLOCK_VALGRIND_TIMEOUT:-1800}
 
@@ -69,8 +64,8 @@ summary() {
 
 netns_teardown() {
     if [ -n "$CTL_PID" ]; then kill "$CTL_PID" 2>/dev/null || true; wait "$CTL_PID" 2>/dev/null || true; CTL_PID=; fi
-    kill_pid_if "$NS_REDIS_PID" 'redis-server*'; NS_REDIS_PID=
-    kill_pid_if "$NS_TLS_REDIS_PID" 'redis-server*'; NS_TLS_REDIS_PID=
+    kill_pid_if "$NS_REDIS_PID" "$REDIS_COMM*"; NS_REDIS_PID=
+    kill_pid_if "$NS_TLS_REDIS_PID" "$REDIS_COMM*"; NS_TLS_REDIS_PID=
     if [ -n "$NS" ]; then
         ip link del "$VETH_H" 2>/dev/null || true
         ip route del unreachable 10.200.0.0/30 metric 4242 2>/dev/null || true
@@ -119,6 +114,9 @@ if [ "$DO_DEPS" = 1 ]; then
     fi
 fi
 
+pg_paths || { FAILED=$((FAILED + 1)); FAILED_NAMES+=(postgresql); exit 1; }
+redis_paths    # setup-deps may just have installed it
+
 # --- 2. build (no "make clean": others may share the tree) ---------------------------
 if [ "$DO_BUILD" = 1 ]; then
     log "build and install"
@@ -159,15 +157,15 @@ netns_setup() {
     mkdir -p "$WORK/netns/redis"
     chown -R postgres: "$WORK/netns"
     ip netns exec "$NS" setpriv --reuid=postgres --regid=postgres --init-groups \
-        redis-server --port 6379 --bind 10.200.0.2 --protected-mode no --save '' --appendonly no \
+        "$REDIS_SERVER" --port 6379 --bind 10.200.0.2 --protected-mode no --save '' --appendonly no \
         --daemonize no --dir "$WORK/netns/redis" --pidfile "$WORK/netns/redis/redis.pid" \
         --logfile "$WORK/netns/redis/redis.log" &
     NS_REDIS_PID=$!
     for _ in $(seq 1 100); do
-        [ "$(redis-cli -h 10.200.0.2 -p 6379 ping 2>/dev/null)" = PONG ] && break
+        [ "$("$REDIS_CLI" -h 10.200.0.2 -p 6379 ping 2>/dev/null)" = PONG ] && break
         sleep 0.1
     done
-    [ "$(redis-cli -h 10.200.0.2 -p 6379 ping 2>/dev/null)" = PONG ] || return 1
+    [ "$("$REDIS_CLI" -h 10.200.0.2 -p 6379 ping 2>/dev/null)" = PONG ] || return 1
     netns_tls_redis || return 1
     # Control FIFO: the postgres-run test writes "<cmd> <id>"; we answer by
     # creating ack/<id> with the result.  Only these commands exist.
@@ -213,13 +211,13 @@ netns_tls_redis() {
     chmod 600 "$d"/*.key
     chown -R postgres: "$d" "$WORK/netns/redis-tls"
     ip netns exec "$NS" setpriv --reuid=postgres --regid=postgres --init-groups \
-        redis-server --port 0 --tls-port 6380 --bind 10.200.0.2 --protected-mode no --save '' \
+        "$REDIS_SERVER" --port 0 --tls-port 6380 --bind 10.200.0.2 --protected-mode no --save '' \
         --appendonly no --tls-cert-file "$d/server.crt" --tls-key-file "$d/server.key" \
         --tls-ca-cert-file "$d/ca.crt" --tls-auth-clients no --daemonize no \
         --dir "$WORK/netns/redis-tls" --logfile "$WORK/netns/redis-tls/redis.log" &
     NS_TLS_REDIS_PID=$!
     for _ in $(seq 1 100); do
-        [ "$(redis-cli --tls --cacert "$d/ca.crt" -h 10.200.0.2 -p 6380 ping 2>/dev/null)" = PONG ] && return 0
+        [ "$("$REDIS_CLI" --tls --cacert "$d/ca.crt" -h 10.200.0.2 -p 6380 ping 2>/dev/null)" = PONG ] && return 0
         sleep 0.1
     done
     return 1
@@ -244,6 +242,7 @@ run_tap() {
         fi
     fi
     local env=(PATH="$PGBIN:$PATH" TESTDIR="$WORK" PG_REGRESS="$PG_REGRESS"
+               TESTDATADIR="$WORK/tmp_check" TESTLOGDIR="$WORK/tmp_check/log"
                PERL5LIB="$WORK/test/lib:$WORK/test/redisson:$WORK/test/faults/lib:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
                REDISLOCK_TEST_WORKDIR="$WORK" "${NETNS_ENV[@]}")
     [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)

@@ -26,8 +26,10 @@
 # REDISLOCK_PGBIN: bin directory of the PostgreSQL to run (as run.sh).
 set -euo pipefail
 WORK=$1; TESTS=$2
-PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
-PG_REGRESS=$(dirname "$PGBIN")/lib/pgxs/src/test/regress/pg_regress
+# the PostgreSQL and the Redis server run.sh chose (test/lib/common.sh)
+# shellcheck source=../lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+pg_paths
 VG=$WORK/valgrind
 PG_HOME=$(getent passwd postgres | cut -d: -f6 || true)
 AS_PG=()
@@ -63,10 +65,10 @@ rm -rf "$VG"; mkdir -p "$VG/vglogs" "$VG/redis" "$VG/out" "$VG/sock"
 chown -R postgres: "$VG" 2>/dev/null || true
 
 rport=$(free_port); pgport=$(free_port "$rport")
-"${AS_PG[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+"${AS_PG[@]}" "$REDIS_SERVER" --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
     --daemonize no --dir "$VG/redis" --logfile "$VG/redis/redis.log" &
 REDIS_PID=$!
-for i in $(seq 1 100); do [ "$(redis-cli -p "$rport" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
+for i in $(seq 1 100); do [ "$("$REDIS_CLI" -p "$rport" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
 
 echo "valgrind-regress: initdb (without valgrind)"
 # UTF8 and C whatever the machine's locale: expected/ holds UTF-8 names
@@ -116,10 +118,10 @@ start_redis() {
     port=$(free_port "$rport" "$pgport" "${USED_PORTS[@]}")
     USED_PORTS+=("$port")
     mkdir -p "$VG/redis/$name"; chown postgres: "$VG/redis/$name" 2>/dev/null || true
-    "${AS_PG[@]}" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    "${AS_PG[@]}" "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
         --daemonize no --dir "$VG/redis/$name" --logfile "$VG/redis/$name/redis.log" "$@" &
     EXTRA_PIDS+=($!)
-    for i in $(seq 1 100); do [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
+    for i in $(seq 1 100); do [ "$("$REDIS_CLI" -p "$port" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
     PORT=$port
 }
 # readers PORT...: a Redisson read-write lock vg:rw with 300 readers, and an
@@ -129,9 +131,9 @@ readers() {
     args=$(for i in $(seq 1 300); do printf ' 0b7e6a4c-2f1d-4b8e-9c3a-5d6f7e8a9b0c:%d 1' "$i"; done)
     for p in "$@"; do
         # shellcheck disable=SC2086
-        redis-cli -c -p "$p" HSET vg:rw mode read $args >/dev/null
-        redis-cli -c -p "$p" PEXPIRE vg:rw 600000 >/dev/null
-        redis-cli -c -p "$p" HSET vg:app user secret >/dev/null
+        "$REDIS_CLI" -c -p "$p" HSET vg:rw mode read $args >/dev/null
+        "$REDIS_CLI" -c -p "$p" PEXPIRE vg:rw 600000 >/dev/null
+        "$REDIS_CLI" -c -p "$p" HSET vg:app user secret >/dev/null
     done
 }
 # status_paths SETTING VALUE: the status calls in one session with SETTING
@@ -178,11 +180,11 @@ for n in 1 2 3; do
         --cluster-node-timeout 5000 --cluster-port "$bus"
     cl_ports+=("$PORT")
 done
-redis-cli --cluster create "${cl_ports[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes \
+"$REDIS_CLI" --cluster create "${cl_ports[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes \
     >"$VG/redis/cluster-create.log" 2>&1 || { echo "valgrind-regress: FAIL: cluster create"; mrc=1; }
 for i in $(seq 1 200); do
     okn=0
-    for p in "${cl_ports[@]}"; do redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && okn=$((okn + 1)); done
+    for p in "${cl_ports[@]}"; do "$REDIS_CLI" -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && okn=$((okn + 1)); done
     [ "$okn" = 3 ] && break; sleep 0.1
 done
 readers "${cl_ports[0]}"
@@ -209,20 +211,20 @@ start_tls_redis() {  # NAME CERT: a TLS-only redis-server; prints nothing, sets 
     local name=$1 cert=$2 port
     port=$(free_port "$rport" "$pgport" "${USED_PORTS[@]}"); USED_PORTS+=("$port")
     mkdir -p "$VG/redis/$name"; chown postgres: "$VG/redis/$name" 2>/dev/null || true
-    "${AS_PG[@]}" redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --save '' \
+    "${AS_PG[@]}" "$REDIS_SERVER" --port 0 --tls-port "$port" --bind 127.0.0.1 --save '' \
         --tls-cert-file "$TLS/$cert.crt" --tls-key-file "$TLS/$cert.key" \
         --tls-ca-cert-file "$TLS/ca.crt" --tls-auth-clients no \
         --daemonize no --dir "$VG/redis/$name" --logfile "$VG/redis/$name/redis.log" &
     EXTRA_PIDS+=($!)
     for i in $(seq 1 100); do
-        [ "$(redis-cli --tls --insecure -p "$port" ping 2>/dev/null)" = PONG ] && break; sleep 0.1
+        [ "$("$REDIS_CLI" --tls --insecure -p "$port" ping 2>/dev/null)" = PONG ] && break; sleep 0.1
     done
     PORT=$port
 }
 start_tls_redis tls server; tls_port=$PORT
 start_tls_redis tls_untrusted untrusted; untrusted_port=$PORT
-redis-cli --tls --cacert "$TLS/ca.crt" -p "$tls_port" HSET vg:held other-owner:1 1 >/dev/null
-redis-cli --tls --cacert "$TLS/ca.crt" -p "$tls_port" PEXPIRE vg:held 600000 >/dev/null
+"$REDIS_CLI" --tls --cacert "$TLS/ca.crt" -p "$tls_port" HSET vg:held other-owner:1 1 >/dev/null
+"$REDIS_CLI" --tls --cacert "$TLS/ca.crt" -p "$tls_port" PEXPIRE vg:held 600000 >/dev/null
 echo "valgrind-regress: TLS paths (127.0.0.1:$tls_port)"
 tls_out=$("${AS_PG[@]}" "$PGBIN/psql" -X -At -h "$VG/sock" -p "$pgport" -d contrib_regression 2>&1 <<SQL | sed -e 's/^psql:<stdin>:[0-9]*: //' | grep -v '^SET$\|^HINT' || true
 SET redislock.tls_ca_file = '$TLS/ca.crt';

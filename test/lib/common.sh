@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # test/lib/common.sh: shell helpers shared by test/run-all.sh,
-# test/faults/run.sh, test/sandbox.sh and bench/run.sh. Source it after
-# setting PGBIN. It sets RUN_USER, AS_PG (a command prefix that runs as the
+# test/faults/run.sh, test/faults/valgrind-regress.sh, test/sandbox.sh and
+# bench/run.sh. It sets RUN_USER, AS_PG (a command prefix that runs as the
 # postgres user when we are root: PostgreSQL refuses to run as root) and
-# SUDO, and defines the functions below.
+# SUDO, the PostgreSQL to use (pg_paths) and the Redis server (redis_paths),
+# and defines the functions below.
 
 # shellcheck disable=SC2034  # RUN_USER and SUDO are for the sourcing script
 if [ "$(id -u)" -eq 0 ]; then
@@ -18,6 +19,52 @@ else
     AS_PG=(env)
     SUDO=(sudo)
 fi
+
+# pg_paths: the PostgreSQL to build against and test with, in every script:
+# the bin directory REDISLOCK_PGBIN names, else that of the pg_config on PATH
+# (Debian's: the newest postgresql-server-dev installed), else the newest
+# /usr/lib/postgresql/N/bin.  Sets PGBIN, PG_CONFIG, PG_MAJOR, PGXS_DIR,
+# PG_REGRESS and PG_PERL_LIB (PostgreSQL::Test::*), all from that pg_config.
+pg_paths() {
+    if [ -n "${REDISLOCK_PGBIN:-}" ]; then
+        PGBIN=$REDISLOCK_PGBIN
+    elif ! { command -v pg_config >/dev/null 2>&1 && PGBIN=$(pg_config --bindir 2>/dev/null) &&
+             [ -x "$PGBIN/pg_config" ]; }; then
+        PGBIN=$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -V | tail -n 1)
+    fi
+    PG_CONFIG=$PGBIN/pg_config
+    if [ ! -x "$PG_CONFIG" ]; then
+        echo "no PostgreSQL: no pg_config in '${PGBIN}' (set REDISLOCK_PGBIN to its bin directory," \
+             "or install postgresql-server-dev-NN)" >&2
+        return 1
+    fi
+    PG_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+    PGXS_DIR=$(cd "$(dirname "$("$PG_CONFIG" --pgxs)")/../.." && pwd)
+    PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
+    PG_PERL_LIB=$PGXS_DIR/src/test/perl
+}
+
+# redis_paths: the Redis server the tests start: REDISLOCK_REDIS_SERVER
+# (redis-server, valkey-server or a path; default redis-server, else
+# valkey-server), and its client REDISLOCK_REDIS_CLI (default the one that
+# comes with it).  Both are exported for the TAP tests (RedisLockTest::Redis).
+redis_paths() {
+    local s=${REDISLOCK_REDIS_SERVER:-}
+    if [ -z "$s" ]; then
+        s=redis-server
+        command -v redis-server >/dev/null 2>&1 || ! command -v valkey-server >/dev/null 2>&1 || s=valkey-server
+    fi
+    REDIS_SERVER=$s
+    case "$(basename "$s")" in
+        valkey*) REDIS_CLI=${REDISLOCK_REDIS_CLI:-valkey-cli} ;;
+        *) REDIS_CLI=${REDISLOCK_REDIS_CLI:-redis-cli} ;;
+    esac
+    command -v "$REDIS_CLI" >/dev/null 2>&1 || REDIS_CLI=redis-cli
+    # the process name (comm) kill_pid_if checks
+    REDIS_COMM="$(basename "$s" | cut -c1-15)"
+    export REDISLOCK_REDIS_SERVER=$REDIS_SERVER REDISLOCK_REDIS_CLI=$REDIS_CLI
+}
+redis_paths
 
 # free_port [TAKEN...]: a random port on 127.0.0.1 that is free now, above
 # the ephemeral range and PostgreSQL::Test::Cluster's range.
@@ -68,7 +115,7 @@ kill_pid_if() {
     kill -KILL "$pid" 2>/dev/null || true
 }
 
-# stop_leftovers DIR TAG: stop every postmaster and redis-server still running
+# stop_leftovers DIR TAG: stop every postmaster and Redis server still running
 # from a data directory under DIR. pg_ctl setsid()s postmasters, so no
 # process-group kill reaches them. A crashed node leaves a stale pidfile:
 # only a live process of that very directory is stopped.
@@ -87,7 +134,7 @@ stop_leftovers() {
         # redis-server runs in its own dir: that tells it is this one.
         if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(dirname "$f")" ]; then
             echo "$tag: stopping leftover redis-server $pid ($(dirname "$f"))"
-            kill_pid_if "$pid" 'redis-server*'
+            kill_pid_if "$pid" "$REDIS_COMM*"
         fi
     done < <(find "$dir" -name 'redis*.pid' 2>/dev/null)
 }

@@ -36,7 +36,6 @@ SELECT rl_try($$SET redislock.tls_verify = 'sometimes'$$);
 SELECT rl_try($$SET redislock.tls_ca_file = '/nonexistent/ca.crt'$$);
 SELECT rl_try($$SET redislock.tls_cert_file = '/nonexistent/client.crt'$$);
 SELECT rl_try($$SET redislock.tls_key_file = '/nonexistent/client.key'$$);
-SELECT rl_try($$SET redislock.watchdog_timeout = '10ms'$$);
 
 -- A Redis that is not there: an error naming the server, never a hang.
 SET redislock.url = 'redis://127.0.0.1:1';

@@ -52,4 +52,3 @@ SELECT count(*) AS waiting FROM redis_lock_waits;
 SELECT redis_lock_blocking_pids(pg_backend_pid()) AS blocking;
 SELECT redis_lock_blocking_pids(NULL) AS blocking_null;
 SHOW redislock.deadlock_timeout;
-SELECT rl_try('SET redislock.deadlock_timeout = -2');

@@ -18,7 +18,7 @@ sub plain_cli
 {
 	my ($port, @args) = @_;
 	my ($in, $out) = ('', '');
-	IPC::Run::run([ 'redis-cli', '-h', '127.0.0.1', '-p', $port, @args ],
+	IPC::Run::run([ $RedisLockTest::Redis::CLI, '-h', '127.0.0.1', '-p', $port, @args ],
 		\$in, '>&', \$out, IPC::Run::timeout(30));
 	return ($? >> 8, $out);
 }

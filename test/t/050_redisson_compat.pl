@@ -100,7 +100,7 @@ my $b_id = $b->query('SELECT redis_lock_owner_id()');
 	my $file = "$PostgreSQL::Test::Utils::tmp_check/050_subscribe.out";
 	unlink $file;
 	my $h = IPC::Run::start(
-		[ 'redis-cli', '-h', '127.0.0.1', '-p', $redis->port, '--csv',
+		[ $RedisLockTest::Redis::CLI, '-h', '127.0.0.1', '-p', $redis->port, '--csv',
 		  'SUBSCRIBE', FakeRedisson::channel($name) ],
 		'<', \undef, '>', $file, '2>&1',
 		IPC::Run::timeout(3 * $T));

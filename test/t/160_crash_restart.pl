@@ -82,7 +82,7 @@ my $victim = $b->pid;
 $killed{$victim} = 1;
 ok(kill('KILL', $victim), "kill -9 backend $victim (B)");
 until_ok('postmaster reports the crash', sub {
-	slurp($node->logfile) =~ /server process \(PID $victim\) was terminated by signal 9/;
+	slurp($node->logfile) =~ /(?:server process|client backend) \(PID $victim\) was terminated by signal 9/;
 });
 $_->close for grep { $_->{dbh} } ($a, $b, $obs);
 $obs = wait_recovered('backend crash');

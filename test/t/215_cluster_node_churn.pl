@@ -21,12 +21,18 @@ my $r = RedisLockTest::Redis->new(extra => [
 $r->cli('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
 until_ok('the one-node cluster is up', sub { $r->cli('CLUSTER', 'INFO') =~ /cluster_state:ok/ });
 
+# Valkey (8.1 at least) keeps announcing the node's first address to clients
+# after cluster-announce-ip changes; what it shows clients is
+# cluster-announce-client-ipv4 (Valkey 8.0 and later), set along.
+my $valkey = $r->cli('INFO', 'server') =~ /^server_name:valkey/m;
+
 # The node moves to 127.0.0.$n; the seed address 127.0.0.1 stays.
 sub move_to
 {
 	my ($n) = @_;
 	my $ip = "127.0.0.$n";
 	$r->cli('CONFIG', 'SET', 'cluster-announce-ip', $ip);
+	$r->cli('CONFIG', 'SET', 'cluster-announce-client-ipv4', $ip) if $valkey;
 	$r->cli('CONFIG', 'SET', 'bind', "127.0.0.1 $ip");
 	return RedisLockTest::wait_until(10, "the node announces $ip",
 		sub { scalar($r->cli('CLUSTER', 'SLOTS')) =~ /^\Q$ip\E$/m });

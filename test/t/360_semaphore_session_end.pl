@@ -275,7 +275,7 @@ SQL
 	$killed{$victim} = 1;
 	ok(kill('KILL', $victim), "crash: kill -9 backend $victim (H)");
 	until_ok('crash: the postmaster reports it', sub {
-		slurp($node->logfile) =~ /server process \(PID $victim\) was terminated by signal 9/ });
+		slurp($node->logfile) =~ /(?:server process|client backend) \(PID $victim\) was terminated by signal 9/ });
 	$h->close;
 	$obs->close;
 	my $b;

@@ -21,7 +21,9 @@ my $rc    = FakeRedisson::Conn->new(port => $redis->port);
 
 my $u = RedisLockTest::Session->new($node);
 is($u->query('SHOW server_encoding'), 'UTF8', 'the harness makes UTF8 clusters');
-is($u->query('SHOW lc_collate'),      'C',    '... with locale C');
+# the database's collation (lc_collate is no setting since PostgreSQL 16)
+is($u->query('SELECT datcollate FROM pg_database WHERE datname = current_database()'),
+	'C', '... with locale C');
 
 my %s;
 for my $enc ('SQL_ASCII', 'LATIN1')

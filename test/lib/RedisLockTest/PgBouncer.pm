@@ -52,6 +52,7 @@ PgBouncer to $alias: C<< (host => '127.0.0.1', port => ..., dbname => $alias) >>
 
 =cut
 
+use File::Spec ();
 use Carp qw(croak);
 use File::Basename qw(basename);
 use File::Path qw(mkpath);
@@ -78,10 +79,10 @@ sub new
 	my $port = RedisLockTest::free_port();
 	my $test = basename($0);
 	$test =~ s/\.[^.]+$//;
-	my $dir = "$PostgreSQL::Test::Utils::tmp_check/pgbouncer_${test}_$port";
+	my $dir = File::Spec->rel2abs("$PostgreSQL::Test::Utils::tmp_check/pgbouncer_${test}_$port");
 	mkpath($dir);
 	# named like the node logs, so that run-all.sh shows its tail on failure
-	my $logdir = $PostgreSQL::Test::Utils::log_path // $dir;
+	my $logdir = File::Spec->rel2abs($PostgreSQL::Test::Utils::log_path // $dir);
 	my $user = getpwuid($<);
 	my $dbs = $opt{databases} // { postgres => 'pool_size=2' };
 

@@ -66,6 +66,20 @@ use File::Basename qw(basename);
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(time sleep);
 use IPC::Run ();
+use File::Spec ();
+
+=pod
+
+=item $RedisLockTest::Redis::SERVER, $RedisLockTest::Redis::CLI
+
+The server binary every test starts and its client: REDISLOCK_REDIS_SERVER
+(redis-server, valkey-server or a path) and REDISLOCK_REDIS_CLI, which
+test/run-all.sh sets; default redis-server and redis-cli.
+
+=cut
+
+our $SERVER = $ENV{REDISLOCK_REDIS_SERVER} || 'redis-server';
+our $CLI    = $ENV{REDISLOCK_REDIS_CLI}    || 'redis-cli';
 
 my %live;    # pid => dir, for the END sweep
 my %dirs;    # every server directory, removed at exit if all tests passed
@@ -74,14 +88,16 @@ sub new
 {
 	my ($class, %opt) = @_;
 	my $port = $opt{port} // RedisLockTest::free_port();
-	my $base = $PostgreSQL::Test::Utils::tmp_check;
+	# absolute: the server runs in its own directory ("dir"), and
+	# PostgreSQL 16+ makes these relative when TESTDATADIR is not set
+	my $base = File::Spec->rel2abs($PostgreSQL::Test::Utils::tmp_check);
 	my $test = basename($0);
 	$test =~ s/\.[^.]+$//;
 	my $dir = "$base/redis_${test}_$port";
 	rmtree($dir);
 	mkpath($dir);
 	$dirs{$dir} = 1;
-	my $logdir = $PostgreSQL::Test::Utils::log_path // $dir;
+	my $logdir = File::Spec->rel2abs($PostgreSQL::Test::Utils::log_path // $dir);
 
 	my $self = bless {
 		port          => $port,
@@ -202,7 +218,7 @@ $r->last_cli_status / $r->last_cli_stderr tell how the last call ended
 sub cli
 {
 	my ($self, @args) = @_;
-	my @cmd = ('redis-cli', '-h', '127.0.0.1', '-p', $self->{port});
+	my @cmd = ($CLI, '-h', '127.0.0.1', '-p', $self->{port});
 	push @cmd, '-a', $self->{password}, '--no-auth-warning'
 	  if defined $self->{password};
 	push @cmd, '--tls', '--cacert', $self->{tls_ca},
@@ -256,7 +272,7 @@ sub start
 		open STDIN, '<', '/dev/null';
 		open STDOUT, '>>', $self->{logfile};
 		open STDERR, '>&', \*STDOUT;
-		exec('redis-server', "$self->{dir}/redis.conf",
+		exec($SERVER, "$self->{dir}/redis.conf",
 			($self->{sentinel} ? ('--sentinel') : ()))
 		  or POSIX::_exit(127);
 	}

@@ -239,6 +239,12 @@ sub finish
 	my ($v, $err, $state) = $self->_capture(sub {
 		my $rv = $sth->pg_result;
 		return (undef, $dbh->errstr, $dbh->state) unless defined $rv;
+		# DBD::Pg 3.19 and later return a statement that failed (a cancel,
+		# say) as a result ("0E0"), with no err or errstr but its SQLSTATE:
+		# the SQLSTATE decides (classes 00, 01, 02 are no errors)
+		my $st = $dbh->state // '';
+		return (undef, $dbh->errstr // "the statement failed with SQLSTATE $st", $st)
+		  if $dbh->err || ($st ne '' && $st !~ /^0[012]/);
 		return (_first_value($sth), undef, undef);
 	});
 	chomp $err if defined $err;

@@ -47,6 +47,7 @@ removed at exit if every test passed (as RedisLockTest::Redis does).
 
 =cut
 
+use File::Spec ();
 use Carp qw(croak);
 use File::Basename qw(basename);
 use File::Path qw(mkpath rmtree);
@@ -62,7 +63,7 @@ sub new
 	{
 		my $test = basename($0);
 		$test =~ s/\.[^.]+$//;
-		$dir = "$PostgreSQL::Test::Utils::tmp_check/tls_$test";
+		$dir = File::Spec->rel2abs("$PostgreSQL::Test::Utils::tmp_check/tls_$test");
 	}
 	my $self = $made{$dir};
 	return $self if $self && $self->{owner} == $$;
