@@ -25,6 +25,10 @@
 #   REDISLOCK_CASSERT_CACHE=/var/cache/redislock   where prefix and tarball live
 #   REDISLOCK_CASSERT_JOBS=$(nproc)                make -j
 set -euo pipefail
+# CI exports PG_CFLAGS (-Werror ...) for redislock's own build; PostgreSQL's
+# makefiles would add it to PostgreSQL's build too (contrib's dblink then
+# fails on -Wsign-compare), so none of these reach this build.
+unset PG_CFLAGS PG_CPPFLAGS PG_LDFLAGS
 
 CACHE=${REDISLOCK_CASSERT_CACHE:-/var/cache/redislock}
 JOBS=${REDISLOCK_CASSERT_JOBS:-$(nproc)}
