@@ -26,13 +26,15 @@ ROOT=$(pwd)
 # The subset: one test or more of every area, and every test whose outcome
 # has differed between PostgreSQL, DBD::Pg or server versions (030 cancel,
 # 090/095 PostgreSQL's wording, 160 crash wording, 215 cluster addresses,
-# 380 encodings, 396 the wait event's name).  Areas: the harness (000),
+# 380 encodings, 397 the wait event's name).  Areas: the harness (000),
 # waits and wake-ups (010, 020), cancel (030), session end (040), Redisson's layout (050), Redis failures
 # (070), settings and secrets (090, 095), the watchdog and leases (110, 130),
 # crash restart (160), replicas (170), Sentinel (190), Redlock (200),
 # Cluster (210, 215), TLS (300), read-write locks (320), multi-locks (340),
 # semaphores (350), deadlocks (370), encodings (380), pgbouncer (385), the
-# listener (390), single-user mode (395), wait events (396).  About 6
+# listener (390), single-user mode (395), wait events (397), database jobs
+# (405 pg_cron, 410 procedures, 420 hot standbys: tested on every PostgreSQL
+# whose pg_cron Debian packages).  About 6
 # minutes where the whole suite takes 14.
 SUBSET=(000_harness 010_blocking 020_fair_fifo 030_cancel 040_session_end
         050_redisson_compat 070_redis_failures 090_connection_settings 095_secrets
@@ -40,7 +42,8 @@ SUBSET=(000_harness 010_blocking 020_fair_fifo 030_cancel 040_session_end
         170_sync_replicas_and_limits 190_sentinel 200_redlock 210_cluster
         215_cluster_node_churn 300_tls 320_rwlock 340_multilock
         350_semaphore_redisson 370_deadlock 380_encodings 385_pgbouncer
-        390_listener 395_single_user 396_wait_event)
+        390_listener 395_single_user 397_wait_event
+        405_pg_cron 410_procedures 420_hot_standby)
 
 # Run on the host only (see the --full case below).
 HOST_ONLY=(500_redisson_real 505_redisson_real_cluster)
@@ -121,7 +124,12 @@ DEB=$BUILD/postgresql-$PGV-redislock_${VERSION}_$(dpkg --print-architecture).deb
 PKG=postgresql-$PGV-redislock
 dpkg-deb -I "$DIR$DEB" | sed -n 's/^ \(Package\|Version\|Depends\):/  \1:/p'
 step "installing ${DEB##*/}"
-if inside env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$DEB"; then pass; else fail apt-install; exit 1; fi
+# with its debug symbols, which test 393's gdb needs (the library is stripped
+# and, from PostgreSQL 16 on, its functions are hidden)
+DBG=$BUILD/postgresql-$PGV-redislock-dbgsym_${VERSION}_$(dpkg --print-architecture).deb
+DEBS=("$DEB")
+[ -f "$DIR$DBG" ] && DEBS+=("$DBG")
+if inside env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${DEBS[@]}"; then pass; else fail apt-install; exit 1; fi
 
 # --- the tests --------------------------------------------------------------
 # run_all SERVER ARGS...: test/run-all.sh --installed in the chroot against

@@ -39,6 +39,17 @@ if (system('gdb --version >/dev/null 2>&1') != 0)
 {
 	plan skip_all => 'gdb is not installed (test/setup-deps.sh installs it)';
 }
+# gdb stops the waiter at a function of ours: a packaged redislock.so is
+# stripped, and from PostgreSQL 16 on its functions are hidden, so gdb
+# needs the package's debug symbols (postgresql-NN-redislock-dbgsym).
+{
+	my $so = `pg_config --pkglibdir`;
+	chomp $so;
+	$so .= '/redislock.so';
+	my $info = `gdb -q -batch -iex 'set debuginfod enabled off' -ex 'info address rl_wakeup_ready' '$so' 2>&1`;
+	plan skip_all => "gdb finds no symbol rl_wakeup_ready in $so (a stripped build: install its debug symbols, postgresql-NN-redislock-dbgsym)"
+	  unless $info =~ /Symbol "rl_wakeup_ready" is/;
+}
 
 my $redis = RedisLockTest::Redis->new;
 my $node  = RedisLockTest::node('lapse', $redis,
