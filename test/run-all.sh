@@ -87,13 +87,15 @@ done
 # Cluster (210), the upgrade scripts the package ships (280), TLS through
 # the package's OpenSSL (300), read-write locks (320), multi-locks (340),
 # semaphores, expiring permits and latches shared with a Redisson client
-# (350), the deadlock detector (370), pgbouncer (385) and the shared
-# listener (390).  About 4 minutes of the TAP suite's 13.
+# (350), the deadlock detector (370), pgbouncer (385), the shared
+# listener (390), and pg_cron jobs (405: Debian's postgresql-15-cron goes
+# with Debian's server, not with the assert-enabled build, where 405
+# skips).  About 5 minutes of the TAP suite's 30.
 SMOKE_TAP=(010_blocking 030_cancel 040_session_end 050_redisson_compat
            070_redis_failures 110_worker 195_sentinel_discovery_cancel
            200_redlock 210_cluster 280_upgrade 300_tls 320_rwlock
            340_multilock 350_semaphore_redisson 370_deadlock 385_pgbouncer
-           390_listener)
+           390_listener 405_pg_cron)
 
 PASSED=${REDISLOCK_PRIOR_PASSED:-0}
 FAILED=${REDISLOCK_PRIOR_FAILED:-0}
