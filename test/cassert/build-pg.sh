@@ -151,7 +151,7 @@ done
 if [ ${#need[@]} -gt 0 ]; then
     say "installing ${need[*]}"
     [ "$updated" = 1 ] || apt-get update >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${need[@]}" >&2
 fi
 
 rm -rf "$PREFIX"

@@ -81,9 +81,9 @@ fi
 command -v debootstrap >/dev/null || {
     log "installing debootstrap"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap zstd >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends debootstrap zstd >/dev/null
 }
-command -v zstd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zstd >/dev/null
+command -v zstd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq zstd >/dev/null
 
 MIRROR=${REDISLOCK_MIRROR:-}
 if [ -z "$MIRROR" ]; then
