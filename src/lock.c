@@ -533,6 +533,37 @@ rl_check_redlock(const RLPrimitive *prim)
 				 errhint("Use a single server, sentinels or a cluster for %s.",
 						 prim->plural)));
 }
+/*
+ * Whether the worker renews leases on the Redis this session uses. Right
+ * after a reload this session may have read the new settings while the
+ * worker has not yet: wake it and give it RELOAD_GRACE_MS to catch up
+ * before taking the settings for the session's own (it reads them at the
+ * top of its loop, after any cycle under way).
+ */
+#define RELOAD_GRACE_MS 2000
+
+static bool
+renewed_here(void)
+{
+	uint32		mine = rl_server_identity();
+	TimestampTz until;
+
+	if (mine == rl_registry_renewed_server())
+		return true;
+	rl_registry_wake_worker();
+	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RELOAD_GRACE_MS);
+	while (GetCurrentTimestamp() < until)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, RL_WAIT_EVENT);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (mine == rl_registry_renewed_server())
+			return true;
+	}
+	return false;
+}
+
 
 /* What every acquisition checks before anything reaches Redis. */
 void
@@ -554,7 +585,7 @@ rl_check_acquire(const RLAcquireRequest *req)
 	 * this session's own would be marked lost there while it expires here.
 	 * A semaphore's permits are always renewed, having no lease to give.
 	 */
-	if (req->lease_ms == 0 && rl_server_identity() != rl_registry_renewed_server())
+	if (req->lease_ms == 0 && !renewed_here())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 req->kind == RL_KIND_SEMAPHORE ?
