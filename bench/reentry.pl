@@ -151,7 +151,7 @@ issue, not done yet).
 
 
 A session-scope re-entry in watchdog mode, and the releases before the
-last, are served in the session (README, Reentry): no round trip, so the
+last, are served in the session (docs/sql-reference.md, Reentry): no round trip, so the
 watchdog re-entrant pair costs @{[ sprintf('%.2f', $med{NULL}{reentrant}{us} / $med{NULL}{fresh}{us}) ]}× a fresh pair. With a fixed lease a
 re-entry goes to Redis as in Redisson (it sets the lease again and the hold
 count in the hash): @{[ sprintf('%.2f', $med{"'30 s'"}{reentrant}{us} / $med{"'30 s'"}{fresh}{us}) ]}× a fresh pair, one round trip per acquire

@@ -7,7 +7,7 @@
 #ifndef REDISLOCK_H
 #define REDISLOCK_H
 
-/* Longest lock name, in bytes (documented in README). */
+/* Longest lock name, in bytes (documented in docs/sql-reference.md). */
 #define RL_NAME_MAX 512
 
 /* Shortest fixed lease: anything shorter could expire before the reply. */
@@ -18,13 +18,16 @@
 
 /*
  * Bounds of redislock.connect_timeout and redislock.command_timeout
- * (documented in README): a session may choose its timeouts, but no choice
- * makes one connection attempt or request wait for hours.
+ * (documented in docs/sql-reference.md): a session may choose its timeouts,
+ * but no choice makes one connection attempt or request wait for hours.
  */
 #define RL_MAX_CONNECT_TIMEOUT_MS (60 * 1000)
 #define RL_MAX_COMMAND_TIMEOUT_MS (5 * 60 * 1000)
 
-/* Most names one redis_lock_acquire_all() call takes (documented in README). */
+/*
+ * Most names one redis_lock_acquire_all() call takes (documented in
+ * docs/sql-reference.md).
+ */
 #define RL_MULTI_MAX 32
 
 /* Owner ids are "<36-char uuid>:<session number>". */
@@ -47,7 +50,7 @@ typedef enum RLKind
 #define RL_PERMIT_ID_BYTES 16
 #define RL_PERMIT_ID_HEX (2 * RL_PERMIT_ID_BYTES)
 
-/* Most permits one call takes or gives back (documented in README). */
+/* Most permits one call takes or gives back (docs/sql-reference.md). */
 #define RL_PERMITS_MAX 1000000
 
 /*

@@ -11,7 +11,8 @@
 #   test files, the static checks and the fault suite's runs).  A TAP file
 #   that skips itself (pg_cron missing, say) counts as neither: the summary
 #   says "run-all: SKIPPED K TAP file(s)" and names each with its reason.  The static
-#   checks (tools/check-guc-init.pl, tools/check-meta.py) run in every mode.
+#   checks (tools/check-guc-init.pl, tools/check-meta.py,
+#   tools/check-doc-links.py) run in every mode.
 #   Last comes the fault suite, test/faults/run.sh (faults, partitions,
 #   bad input, valgrind).
 #
@@ -52,7 +53,8 @@
 #
 # PostgreSQL refuses to run as root, so when run as root every server and
 # test runs as the "postgres" user in a postgres-owned copy of sql/,
-# lua/ and test/ (the repo itself may be unreadable to postgres).
+# lua/, test/, docs/ and contrib/ (the repo itself may be unreadable to
+# postgres).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -90,12 +92,13 @@ done
 # (350), the deadlock detector (370), pgbouncer (385), the shared
 # listener (390), and pg_cron jobs (405: Debian's postgresql-15-cron goes
 # with Debian's server, not with the assert-enabled build, where 405
-# skips).  About 5 minutes of the TAP suite's 30.
+# skips), and the docs against the package's catalog (440, 10 s).  About 5
+# minutes of the TAP suite's 30.
 SMOKE_TAP=(010_blocking 030_cancel 040_session_end 050_redisson_compat
            070_redis_failures 110_worker 195_sentinel_discovery_cancel
            200_redlock 210_cluster 280_upgrade 300_tls 320_rwlock
            340_multilock 350_semaphore_redisson 370_deadlock 385_pgbouncer
-           390_listener 405_pg_cron)
+           390_listener 405_pg_cron 440_docs_catalog)
 
 PASSED=${REDISLOCK_PRIOR_PASSED:-0}
 FAILED=${REDISLOCK_PRIOR_FAILED:-0}
@@ -230,7 +233,7 @@ fi
 
 # --- 3. work dir owned by the server user ------------------------------------
 WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
-for d in sql lua test; do
+for d in sql lua test docs contrib; do    # docs, contrib: tests 440, 441
     [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
 done
 for f in Makefile redislock.control; do    # for "make installcheck"
@@ -496,7 +499,9 @@ run_faults() {
 # Assert-enabled PostgreSQL 16+ builds abort when a setting's C variable
 # does not start out equal to its boot value (check_GUC_init).
 # META.json is valid PGXN metadata and its version is redislock.control's
-# (tools/check-meta.py, Debian's python3 and python3-jsonschema).
+# (tools/check-meta.py, Debian's python3 and python3-jsonschema).  The links
+# of README.md and docs/ name files and headings that exist
+# (tools/check-doc-links.py).
 run_static_checks() {
     log "static check: tools/check-guc-init.pl"
     if perl "$ROOT/tools/check-guc-init.pl" "$ROOT"/src/*.c; then
@@ -513,6 +518,12 @@ run_static_checks() {
         else
             FAILED=$((FAILED + 1)); FAILED_NAMES+=("check-meta")
         fi
+    fi
+    log "static check: tools/check-doc-links.py"
+    if python3 "$ROOT/tools/check-doc-links.py" "$ROOT"; then
+        PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("check-doc-links")
     fi
 }
 

@@ -39,6 +39,8 @@ PACKAGES=(
     openssl                     # the TLS tests' certificates (RedisLockTest::TLS)
     gnuplot-nox                 # benchmark plots
     python3-jsonschema          # tools/check-meta.py: META.json against the PGXN schema
+    prometheus-postgres-exporter  # test 441: the exporter runs contrib/postgres_exporter's queries
+    libyaml-libyaml-perl        # test 441: YAML::XS reads that query file
     make gcc                    # building (usually present with -server-dev)
 )
 
@@ -69,6 +71,6 @@ echo "setup-deps: installing ${missing[*]}"
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 
 # Debian's postgresql package creates and starts a "NN/main" cluster on 5432,
-# and its pgbouncer package a service on 6432 (where an init system runs it).
-# The tests use neither (they start their own); leave them alone (stopping
-# them is the admin's call).
+# its pgbouncer package a service on 6432 and prometheus-postgres-exporter one
+# on 9187 (where an init system runs them).  The tests use none of them (they
+# start their own); leave them alone (stopping them is the admin's call).

@@ -7,7 +7,7 @@ SELECT dblink_connect('other',
 -- Acquire, reentry, release
 SELECT redis_lock_acquire('api:a');
 SELECT redis_lock_acquire('api:a', '0');
--- a watchdog-mode reentry is counted here, not in Redis (README, Reentry)
+-- a watchdog-mode reentry is counted here, not in Redis (docs/sql-reference.md, Reentry)
 SELECT hold_count, held_by_me, locked FROM redis_lock_status('api:a');
 SELECT redis_lock_release('api:a');
 SELECT hold_count, held_by_me, locked FROM redis_lock_status('api:a');
