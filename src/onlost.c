@@ -127,6 +127,7 @@ rl_onlost_act(const RLSlot *s, const char *noun)
 	LostEntry  *e = &entries[s->procno];
 	RLOnLost	mode;
 
+	Assert(entries != NULL && s->procno >= 0 && s->procno < rl_registry_nprocs());
 	if (!rl_registry_session_alive(s) ||
 		pg_atomic_read_u64(&e->session) != s->session)
 		return RL_ON_LOST_WARN;
@@ -155,15 +156,15 @@ rl_onlost_act(const RLSlot *s, const char *noun)
 
 /*
  * The notice meant for this error, copied into *copy, if any: a cancel or
- * termination that the worker's signal caused.
+ * termination that the worker's signal caused. *seq identifies it.
  */
 static bool
-notice_for(const ErrorData *edata, LostEntry *copy)
+notice_for(const ErrorData *edata, LostEntry *copy, uint32 *seq)
 {
 	LostEntry  *e = &entries[RL_MY_PROCNO];
-	uint32		seq = pg_atomic_read_u32(&e->seq);
 
-	if (seq == used_seq || seq % 2 != 0)
+	*seq = pg_atomic_read_u32(&e->seq);
+	if (*seq == used_seq || *seq % 2 != 0)
 		return false;
 	pg_read_barrier();
 	copy->notice_session = e->notice_session;
@@ -172,7 +173,7 @@ notice_for(const ErrorData *edata, LostEntry *copy)
 	memcpy(copy->noun, e->noun, sizeof(copy->noun));
 	memcpy(copy->name, e->name, sizeof(copy->name));
 	pg_read_barrier();
-	if (pg_atomic_read_u32(&e->seq) != seq ||
+	if (pg_atomic_read_u32(&e->seq) != *seq ||
 		copy->notice_session != rl_registry_my_session())
 		return false;
 	copy->noun[sizeof(copy->noun) - 1] = '\0';
@@ -195,13 +196,14 @@ static void
 name_lost_lock(ErrorData *edata)
 {
 	LostEntry	copy;
+	uint32		seq;
 
 	if (published && edata->elevel >= ERROR && edata->message_id != NULL &&
-		notice_for(edata, &copy))
+		notice_for(edata, &copy, &seq))
 	{
 		bool		cancel = copy.notice_mode == RL_ON_LOST_CANCEL;
 
-		used_seq = pg_atomic_read_u32(&entries[RL_MY_PROCNO].seq);
+		used_seq = seq;
 		edata->message = cancel ?
 			psprintf("canceling statement because %s \"%s\" was lost",
 					 copy.noun, copy.name) :
