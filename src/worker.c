@@ -307,7 +307,7 @@ renew_batch(RLSlotCopy **items, int n)
 					 errdetail("Redis no longer has the hold: the lease ran out, the lock was force-released, or Redis lost its data.")));
 			if (done == RL_ON_LOST_CANCEL)
 				ereport(LOG,
-						(errmsg("canceled the statement of the session with PID %d, whose redislock.on_lock_lost is \"cancel\"",
+						(errmsg("canceled the running statement, if any, of the session with PID %d, whose redislock.on_lock_lost is \"cancel\"",
 								s->pid)));
 			else if (done == RL_ON_LOST_TERMINATE)
 				ereport(LOG,

@@ -10,8 +10,9 @@
 #              the lock; the session goes on; a later cancel by the user is
 #              reported as the user's;
 #   terminate  the session ends at once with 57P01 naming the lock.
-# Also: a session in cancel mode next to the one that lost its lock is left
-# alone; the setting applies when changed after the lock was taken; a bad
+# An idle session in cancel mode is not disturbed (its COMMIT is refused);
+# one in terminate mode is ended.  Also: a session in cancel mode next to
+# the one that lost its lock is left alone; the setting applies when changed after the lock was taken; a bad
 # value is refused; an ordinary role may set it; the commit guard, finding
 # the loss itself, ends a session in terminate mode.
 # Takes about 10 s (PostgreSQL 15, one node, one Redis; no Java).
@@ -163,6 +164,46 @@ for my $way (qw(expiry force restart))
 		$b->close;
 		$a->close;
 	}
+}
+
+# --- idle sessions: cancel has nothing to cancel, terminate ends the session -------------
+{
+	my $c = RedisLockTest::Session->new($node);    # cancel, idle in a transaction
+	my $k = RedisLockTest::Session->new($node);    # terminate, idle
+	my ($cpid, $kpid) = ($c->pid, $k->pid);
+	my $v = ++$n;
+	for ([ $c, 'cancel' ], [ $k, 'terminate' ])
+	{
+		my ($s, $mode) = @$_;
+		$s->query("SET redislock.watchdog_timeout = '1s'; SET redislock.on_lock_lost = $mode");
+		is($s->query("SELECT redis_lock_acquire('oll:idle:$mode')"), 't', "idle/$mode: holds oll:idle:$mode");
+	}
+	$c->query("BEGIN; INSERT INTO t VALUES ($v)");
+	my $java = FakeRedisson->new(port => $redis->port);
+	is($java->force_unlock("oll:idle:$_"), 1, "idle/$_: force-unlocked") for qw(cancel terminate);
+
+	until_ok('idle/terminate: the idle session is ended', sub {
+		!defined $obs->query("SELECT 1 FROM pg_stat_activity WHERE pid = $kpid") });
+	until_ok('idle/terminate: ... 57P01 naming the lock (server log)', sub {
+		slurp($node->logfile) =~ /\[$kpid\] .*FATAL:  57P01: terminating connection because Redis lock "oll:idle:terminate" was lost/ });
+	my (undef, $err) = $k->try('SELECT 1');
+	ok(defined $err, 'idle/terminate: its client finds the connection gone');
+
+	until_ok("idle/cancel: oll:idle:cancel shows 'lost'", sub { (state_of('oll:idle:cancel') // '') eq 'lost' });
+	until_ok('idle/cancel: the watchdog says it canceled (nothing ran)', sub {
+		slurp($node->logfile) =~ /canceled the running statement, if any, of the session with PID $cpid,/ });
+	is($c->query('SELECT 1'), 1, 'idle/cancel: the session, idle in its transaction, is not disturbed');
+	(undef, $err, my $st) = $c->try('COMMIT');
+	is($st, '55P03', 'idle/cancel: its COMMIT is refused (55P03)') or diag($err);
+	is(rows_with($v), 0, 'idle/cancel: not committed');
+	$c->start('SELECT pg_sleep(600)');
+	running_ok($c, 'PgSleep', 'idle/cancel');
+	(undef, $err) = $c->cancel($RedisLockTest::WAIT);
+	like($err // '', qr/canceling statement due to user request/,
+		"idle/cancel: a later statement's cancel is the user's");
+	$c->try("SELECT redis_lock_release('oll:idle:cancel')");
+	$c->close;
+	$k->close;
 }
 
 # --- the setting itself -----------------------------------------------------------------
