@@ -10,11 +10,13 @@
 #              the lock; the session goes on; a later cancel by the user is
 #              reported as the user's;
 #   terminate  the session ends at once with 57P01 naming the lock.
-# An idle session in cancel mode is not disturbed (its COMMIT is refused);
-# one in terminate mode is ended.  Also: a session in cancel mode next to
-# the one that lost its lock is left alone; the setting applies when changed after the lock was taken; a bad
-# value is refused; an ordinary role may set it; the commit guard, finding
-# the loss itself, ends a session in terminate mode.
+# Every kind of hold the watchdog renews (lock, read and write lock,
+# semaphore, expiring permit) is named in the cancel.  An idle session in
+# cancel mode is not disturbed (its COMMIT is refused); one in terminate
+# mode is ended.  Also: a session in cancel mode next to the one that lost
+# its lock is left alone; the setting applies when changed after the lock
+# was taken; a bad value is refused; an ordinary role may set it; the commit
+# guard, finding the loss itself, ends a session in terminate mode.
 # Takes about 10 s (PostgreSQL 15, one node, one Redis; no Java).
 use strict;
 use warnings;
@@ -164,6 +166,37 @@ for my $way (qw(expiry force restart))
 		$b->close;
 		$a->close;
 	}
+}
+
+# --- every kind of hold the watchdog renews: cancel names what was lost ----------------
+for my $kind (
+	[ 'Redis lock',             'k:lock',  "SELECT redis_lock_acquire('k:lock')",
+		sub { redis_cmd($redis, 'DEL', 'k:lock') } ],
+	[ 'Redis read lock',        'k:read',  "SELECT redis_read_lock_acquire('k:read')",
+		sub { redis_cmd($redis, 'DEL', 'k:read') } ],
+	[ 'Redis write lock',       'k:write', "SELECT redis_write_lock_acquire('k:write')",
+		sub { redis_cmd($redis, 'DEL', 'k:write') } ],
+	[ 'Redis semaphore',        'k:sem',
+		"SELECT redis_semaphore_try_set_permits('k:sem', 3) AND redis_semaphore_acquire('k:sem')",
+		sub { redis_cmd($redis, 'HDEL', 'redislock_semaphore_holders:{k:sem}', $_[0]{owner}) } ],
+	[ 'Redis semaphore permit', 'k:pes',
+		"SELECT redis_permit_try_set_permits('k:pes', 3) AND redis_permit_acquire('k:pes') IS NOT NULL",
+		sub { redis_cmd($redis, 'DEL', '{k:pes}:timeout') } ])
+{
+	my ($noun, $name, $take, $lose) = @$kind;
+	my $what = "cancel/$noun";
+	my $s = RedisLockTest::Session->new($node);
+	$s->query("SET redislock.watchdog_timeout = '1s'; SET redislock.on_lock_lost = cancel");
+	my $owner = $s->query('SELECT redis_lock_owner_id()');
+	is($s->query($take), 't', "$what: holds $name");
+	$s->start('SELECT pg_sleep(600)');
+	running_ok($s, 'PgSleep', $what);
+	is($lose->({ owner => $owner }), 1, "$what: its hold removed from Redis");
+	my (undef, $err, $st) = $s->finish($RedisLockTest::WAIT);
+	is($st, '57014', "$what: the statement is cancelled (57014)") or diag($err);
+	like($err // '', qr/canceling statement because \Q$noun\E "\Q$name\E" was lost/,
+		"$what: ... naming it");
+	$s->close;
 }
 
 # --- idle sessions: cancel has nothing to cancel, terminate ends the session -------------
