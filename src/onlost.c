@@ -35,8 +35,18 @@
 
 int			rl_on_lock_lost = RL_ON_LOST_WARN;
 
-/* Longest noun of a kind of hold ("Redis read-write lock" and the like). */
+/* Longest noun of a kind of hold ("Redis semaphore permit" and the like). */
 #define RL_NOUN_MAX 48
+
+/* What the worker tells a session it signalled. */
+typedef struct LostNotice
+{
+	uint64		session;		/* the session it is for */
+	uint32		mode;			/* RLOnLost: what the worker did */
+	TimestampTz at;				/* when it signalled */
+	char		noun[RL_NOUN_MAX];
+	char		name[RL_NAME_MAX + 1];
+} LostNotice;
 
 /*
  * By pgprocno. The session there writes session and mode; the worker writes
@@ -48,15 +58,11 @@ typedef struct LostEntry
 	pg_atomic_uint64 session;	/* the session that published mode */
 	pg_atomic_uint32 mode;		/* its RLOnLost */
 	pg_atomic_uint32 seq;
-	uint64		notice_session;
-	uint32		notice_mode;	/* RLOnLost */
-	TimestampTz notice_at;		/* when the worker signalled */
-	char		noun[RL_NOUN_MAX];
-	char		name[RL_NAME_MAX + 1];
+	LostNotice	notice;
 } LostEntry;
 
 static LostEntry *entries = NULL;
-static bool published = false;
+static uint64 published = 0;	/* this session's number, once it published */
 static uint32 used_seq = 0;		/* the last notice this session put into an
 								 * error */
 static emit_log_hook_type prev_emit_log_hook = NULL;
@@ -90,8 +96,8 @@ publish_mode(int mode)
 
 	pg_atomic_write_u32(&e->mode, (uint32) mode);
 	pg_write_barrier();
-	pg_atomic_write_u64(&e->session, rl_registry_my_session());
-	published = true;
+	published = rl_registry_my_session();
+	pg_atomic_write_u64(&e->session, published);
 }
 
 /*
@@ -113,7 +119,7 @@ rl_onlost_publish(void)
 static void
 assign_on_lock_lost(int newval, void *extra)
 {
-	if (published && entries != NULL && MyProc != NULL)
+	if (published != 0 && entries != NULL && MyProc != NULL)
 		publish_mode(newval);
 }
 
@@ -137,11 +143,11 @@ rl_onlost_act(const RLSlot *s, const char *noun)
 		return mode;
 
 	pg_atomic_fetch_add_u32(&e->seq, 1);
-	e->notice_session = s->session;
-	e->notice_mode = (uint32) mode;
-	e->notice_at = GetCurrentTimestamp();
-	strlcpy(e->noun, noun, sizeof(e->noun));
-	strlcpy(e->name, s->name, sizeof(e->name));
+	e->notice.session = s->session;
+	e->notice.mode = (uint32) mode;
+	e->notice.at = GetCurrentTimestamp();
+	strlcpy(e->notice.noun, noun, sizeof(e->notice.noun));
+	strlcpy(e->notice.name, s->name, sizeof(e->notice.name));
 	pg_atomic_fetch_add_u32(&e->seq, 1);
 
 	/*
@@ -159,7 +165,7 @@ rl_onlost_act(const RLSlot *s, const char *noun)
  * termination that the worker's signal caused. *seq identifies it.
  */
 static bool
-notice_for(const ErrorData *edata, LostEntry *copy, uint32 *seq)
+notice_for(const ErrorData *edata, LostNotice *copy, uint32 *seq)
 {
 	LostEntry  *e = &entries[RL_MY_PROCNO];
 
@@ -167,21 +173,15 @@ notice_for(const ErrorData *edata, LostEntry *copy, uint32 *seq)
 	if (*seq == used_seq || *seq % 2 != 0)
 		return false;
 	pg_read_barrier();
-	copy->notice_session = e->notice_session;
-	copy->notice_mode = e->notice_mode;
-	copy->notice_at = e->notice_at;
-	memcpy(copy->noun, e->noun, sizeof(copy->noun));
-	memcpy(copy->name, e->name, sizeof(copy->name));
+	*copy = e->notice;
 	pg_read_barrier();
 	if (pg_atomic_read_u32(&e->seq) != *seq ||
-		copy->notice_session != rl_registry_my_session())
+		copy->session != published)
 		return false;
-	copy->noun[sizeof(copy->noun) - 1] = '\0';
-	copy->name[sizeof(copy->name) - 1] = '\0';
-	if (copy->notice_mode == RL_ON_LOST_CANCEL)
+	if (copy->mode == RL_ON_LOST_CANCEL)
 		return edata->sqlerrcode == ERRCODE_QUERY_CANCELED &&
 			strcmp(edata->message_id, "canceling statement due to user request") == 0 &&
-			GetCurrentStatementStartTimestamp() <= copy->notice_at;
+			GetCurrentStatementStartTimestamp() <= copy->at;
 	return edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN &&
 		strcmp(edata->message_id, "terminating connection due to administrator command") == 0;
 }
@@ -195,13 +195,13 @@ notice_for(const ErrorData *edata, LostEntry *copy, uint32 *seq)
 static void
 name_lost_lock(ErrorData *edata)
 {
-	LostEntry	copy;
+	LostNotice	copy;
 	uint32		seq;
 
-	if (published && edata->elevel >= ERROR && edata->message_id != NULL &&
+	if (published != 0 && edata->elevel >= ERROR && edata->message_id != NULL &&
 		notice_for(edata, &copy, &seq))
 	{
-		bool		cancel = copy.notice_mode == RL_ON_LOST_CANCEL;
+		bool		cancel = copy.mode == RL_ON_LOST_CANCEL;
 
 		used_seq = seq;
 		edata->message = cancel ?
