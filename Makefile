@@ -22,6 +22,7 @@ OBJS = \
 	src/listener.o \
 	src/lock.o \
 	src/multilock.o \
+	src/onlost.o \
 	src/pipeline.o \
 	src/pubsub.o \
 	src/redislock.o \

@@ -29,6 +29,7 @@
 #include "compat.h"
 #include "conn.h"
 #include "lock_int.h"
+#include "onlost.h"
 #include "redislock.h"
 #include "registry.h"
 #include "route.h"
@@ -597,6 +598,7 @@ rl_check_acquire(const RLAcquireRequest *req)
 				 errhint("Set the connection settings for the whole server (postgresql.conf or ALTER SYSTEM) instead.") :
 				 errhint("Pass a fixed lease, or set the connection settings for the whole server (postgresql.conf or ALTER SYSTEM) instead.")));
 	rl_check_redlock(rl_primitive(req->kind));
+	rl_onlost_publish();
 	if (req->fair && rl_mode() == RL_MODE_REDLOCK)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

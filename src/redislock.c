@@ -18,6 +18,7 @@
 #include "conn.h"
 #include "deadlock.h"
 #include "lock.h"
+#include "onlost.h"
 #include "redislock.h"
 #include "registry.h"
 #include "secrets.h"
@@ -144,6 +145,7 @@ shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	rl_registry_request();
+	rl_onlost_request();
 	rl_wakeup_request();
 }
 
@@ -153,6 +155,7 @@ shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	rl_registry_startup();
+	rl_onlost_startup();
 	rl_wakeup_startup();
 }
 
@@ -393,6 +396,7 @@ define_settings(void)
 void
 _PG_init(void)
 {
+	rl_onlost_init();
 	define_settings();
 
 	if (process_shared_preload_libraries_in_progress)

@@ -99,8 +99,8 @@ registry_size(void)
 }
 
 /* Every PGPROC, as ProcGlobal counts them. */
-static int
-total_procs(void)
+int
+rl_registry_nprocs(void)
 {
 	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
 }
@@ -109,8 +109,8 @@ void
 rl_registry_request(void)
 {
 	RequestAddinShmemSpace(registry_size());
-	RequestAddinShmemSpace(mul_size(sizeof(uint64), total_procs()));
-	RequestAddinShmemSpace(mul_size(sizeof(WaitEntry), total_procs()));
+	RequestAddinShmemSpace(mul_size(sizeof(uint64), rl_registry_nprocs()));
+	RequestAddinShmemSpace(mul_size(sizeof(WaitEntry), rl_registry_nprocs()));
 	RequestAddinShmemSpace(hash_estimate_size(rl_max_locks, sizeof(RoleCount)));
 	RequestNamedLWLockTranche("redislock", 1);
 }
@@ -164,13 +164,13 @@ rl_registry_startup(void)
 		shared->free_head = rl_max_locks > 0 ? 0 : -1;
 	}
 	proc_sessions = ShmemInitStruct("redislock sessions",
-									sizeof(uint64) * total_procs(), &found);
+									sizeof(uint64) * rl_registry_nprocs(), &found);
 	if (!found)
-		memset(proc_sessions, 0, sizeof(uint64) * total_procs());
+		memset(proc_sessions, 0, sizeof(uint64) * rl_registry_nprocs());
 	proc_waits = ShmemInitStruct("redislock waits",
-								 sizeof(WaitEntry) * total_procs(), &found);
+								 sizeof(WaitEntry) * rl_registry_nprocs(), &found);
 	if (!found)
-		memset(proc_waits, 0, sizeof(WaitEntry) * total_procs());
+		memset(proc_waits, 0, sizeof(WaitEntry) * rl_registry_nprocs());
 	{
 		HASHCTL		info;
 
@@ -219,6 +219,13 @@ session_number(void)
 	}
 	Assert(my_session != 0 && proc_sessions[RL_MY_PROCNO] == my_session);
 	return my_session;
+}
+
+/* This session's number (drawn now if not yet): preloaded only. */
+uint64
+rl_registry_my_session(void)
+{
+	return session_number();
 }
 
 /*
@@ -929,9 +936,9 @@ rl_registry_wait_snapshot(RLWaitCopy **copies)
 {
 	int			n = 0;
 
-	*copies = palloc(sizeof(RLWaitCopy) * total_procs());
+	*copies = palloc(sizeof(RLWaitCopy) * rl_registry_nprocs());
 	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < total_procs(); i++)
+	for (int i = 0; i < rl_registry_nprocs(); i++)
 		if (proc_waits[i].session != 0 &&
 			proc_waits[i].session == proc_sessions[i])
 			(*copies)[n++] = proc_waits[i].wait;
@@ -971,7 +978,7 @@ rl_registry_owner_pid(const char *owner)
 
 	if (session == 0)
 		return 0;
-	for (int i = 0; i < total_procs(); i++)
+	for (int i = 0; i < rl_registry_nprocs(); i++)
 		if (proc_sessions[i] == session)
 			return ProcGlobal->allProcs[i].pid;
 	return 0;
@@ -991,7 +998,7 @@ rl_registry_owner_wait(const char *owner, TimestampTz *started)
 	if (session == 0)
 		return RL_OWNER_ELSEWHERE;
 	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < total_procs(); i++)
+	for (int i = 0; i < rl_registry_nprocs(); i++)
 		if (proc_sessions[i] == session && proc_waits[i].session == session)
 		{
 			*started = proc_waits[i].wait.started;

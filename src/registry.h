@@ -125,6 +125,8 @@ extern void rl_registry_request(void);
 extern void rl_registry_startup(void);
 extern bool rl_registry_attached(void);
 extern void rl_registry_owner_id(char *buf, size_t size);
+extern int	rl_registry_nprocs(void);
+extern uint64 rl_registry_my_session(void);
 
 extern int	rl_registry_reserve(RLKind kind, const char *name, const char *owner,
 								int64 lease_ms, uint32 *generation);

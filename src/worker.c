@@ -30,6 +30,7 @@
 #include "compat.h"
 #include "conn.h"
 #include "lock.h"
+#include "onlost.h"
 #include "registry.h"
 #include "route.h"
 #include "worker.h"
@@ -297,11 +298,21 @@ renew_batch(RLSlotCopy **items, int n)
 		}
 		else if (rl_registry_mark_lost(items[i]->index, s->generation, s->epoch))
 		{
+			RLOnLost	done = rl_onlost_act(s, rl_kind_noun(s->kind));
+
 			rl_stat_add(RL_STAT_LOST, 1);
 			ereport(WARNING,
 					(errmsg("%s \"%s\" held by the session with PID %d was lost",
 							rl_kind_noun(s->kind), s->name, s->pid),
 					 errdetail("Redis no longer has the hold: the lease ran out, the lock was force-released, or Redis lost its data.")));
+			if (done == RL_ON_LOST_CANCEL)
+				ereport(LOG,
+						(errmsg("canceled the running statement, if any, of the session with PID %d, whose redislock.on_lock_lost is \"cancel\"",
+								s->pid)));
+			else if (done == RL_ON_LOST_TERMINATE)
+				ereport(LOG,
+						(errmsg("terminated the session with PID %d, whose redislock.on_lock_lost is \"terminate\"",
+								s->pid)));
 		}
 	}
 	if (npartial > 0)

@@ -22,6 +22,7 @@
 #include "compat.h"
 #include "conn.h"
 #include "lock_int.h"
+#include "onlost.h"
 #include "redislock.h"
 #include "registry.h"
 #include "route.h"
@@ -204,15 +205,20 @@ release_at_exit(int code, Datum arg)
 		rl_registry_wake_worker();
 }
 
+/*
+ * The COMMIT fails; with redislock.on_lock_lost = terminate the session found
+ * the loss itself, so it ends as the worker would have ended it.
+ */
 pg_noreturn static void
 lost_before_commit(LocalLock *ll)
 {
-	ereport(ERROR,
+	ereport(rl_on_lock_lost == RL_ON_LOST_TERMINATE ? FATAL : ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 			 errmsg("%s \"%s\" was lost before COMMIT",
 					rl_primitive(ll->kind)->noun, ll->name),
 			 errdetail("Redis no longer has this session's hold (lease ran out, force-released, or Redis lost its data), so the transaction's work was not done under the lock."),
 			 errhint("Retry the transaction, or set redislock.verify_on_commit = off to commit such work anyway.")));
+	pg_unreachable();
 }
 
 /*

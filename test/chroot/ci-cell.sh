@@ -38,14 +38,13 @@ ROOT=$(pwd)
 # minutes where the whole suite takes 14.
 SUBSET=(000_harness 010_blocking 020_fair_fifo 030_cancel 040_session_end
         050_redisson_compat 070_redis_failures 090_connection_settings 095_secrets
-        110_worker 130_lost_and_commit_guard 160_crash_restart
+        110_worker 130_lost_and_commit_guard 135_on_lock_lost 160_crash_restart
         170_sync_replicas_and_limits 190_sentinel 200_redlock 210_cluster
         215_cluster_node_churn 300_tls 320_rwlock 340_multilock
         350_semaphore_redisson 370_deadlock 380_encodings 385_pgbouncer
         390_listener 395_single_user 397_wait_event
         405_pg_cron 410_procedures 420_hot_standby)
 
-# Run on the host only (see the --full case below).
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 [ $# -ge 2 ] || { usage >&2; exit 2; }

@@ -4,7 +4,9 @@
 # taken and released per iteration (each COMMIT releases that iteration's
 # lock); the commit guard failing the COMMIT of the iteration in which the
 # lock was lost, the procedure stopping there with the earlier iterations'
-# work committed and the failed one's not.
+# work committed and the failed one's not; with redislock.on_lock_lost =
+# cancel, the procedure cancelled in the iteration that lost its lock, as
+# soon as the watchdog finds the loss.
 #
 # Each procedure pauses in its second iteration, waiting for test:gate,
 # which the test holds: a pause the test can see (wait_event_type
@@ -139,6 +141,30 @@ for my $case (
 	$p->try('SELECT redis_lock_release_all()');
 	until_ok("$what: ... nothing of the procedure is left in Redis", sub {
 		!key_exists($lock) && !key_exists('item:1') && !key_exists('item:3') });
+	$obs->query('TRUNCATE batch_log');
+}
+
+# --- 4. redislock.on_lock_lost = cancel stops the procedure when the loss is found ----
+# The gate stays closed: what ends iteration 2 is the watchdog's cancel,
+# not a COMMIT.
+{
+	my $what = 'on_lock_lost = cancel';
+	$p->query("SET redislock.on_lock_lost = cancel; SET redislock.watchdog_timeout = '1s'");
+	gate_closed();
+	$p->start('CALL nightly_batch(3)');
+	paused_ok($what);
+	is($java->force_unlock('jobs:nightly-batch'), 1, "$what: jobs:nightly-batch force-unlocked by Redisson");
+	my ($v, $err, $state) = $p->finish($RedisLockTest::WAIT);
+	is($state, '57014', "$what: the procedure is cancelled in iteration 2 (57014)") or diag($err);
+	like($err, qr/canceling statement because Redis lock "jobs:nightly-batch" was lost/,
+		"$what: ... naming the lock");
+	is($obs->query("SELECT string_agg(i::text, ' ' ORDER BY i) FROM batch_log"), '1',
+		"$what: ... iteration 1 committed, 2 and 3 not");
+	open_gate();
+	$p->query('RESET redislock.on_lock_lost; RESET redislock.watchdog_timeout');
+	$p->try('SELECT redis_lock_release_all()');
+	until_ok("$what: ... nothing of the procedure is left in Redis", sub {
+		!key_exists('jobs:nightly-batch') && !key_exists('test:gate') });
 	$obs->query('TRUNCATE batch_log');
 }
 
