@@ -230,7 +230,7 @@ fi
 
 # --- 3. work dir owned by the server user ------------------------------------
 WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
-for d in sql lua test; do
+for d in sql lua test docs; do    # docs: test 405 checks an example there
     [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
 done
 for f in Makefile redislock.control; do    # for "make installcheck"
@@ -382,15 +382,16 @@ run_installcheck() {
 }
 
 # --- 5. TAP ------------------------------------------------------------------------
-# build_redisson FILES...: the real Redisson client's tests (test 500 on) need
-# the Java driver built once per Redisson version (test/redisson-java/build.sh,
+# build_redisson FILES...: the tests that use the real Redisson client
+# (RealRedisson: test 405 and the 5xx_redisson_real ones) need the Java
+# driver built once per Redisson version (test/redisson-java/build.sh,
 # cached: seconds when nothing changed).  Sets REDISSON_ENV for the tests; a
 # failed build counts as a failure (the tests then fail, saying why).
 REDISSON_ENV=()
 build_redisson() {
     local f need=0
     for f in "$@"; do
-        case "$(basename "$f")" in 5[0-9][0-9]_redisson_real*) need=1 ;; esac
+        if grep -q '^use RealRedisson;' "$WORK/$f"; then need=1; fi
     done
     [ "$need" = 1 ] || return 0
     # as root, where the postgres user running the tests can read it
