@@ -14,7 +14,7 @@
 #   disconnect   the same for a client that disconnects in the middle of a
 #                transaction holding a transaction lock.
 # One PostgreSQL node and Redis for the file; per version one JVM that waits
-# and one that is killed.  Takes about 1.5 min for the eight versions.
+# and one that is killed.  Takes about 45 s for the eight versions.
 # The drivers are built by test/redisson-java/build.sh (see its README).
 use strict;
 use warnings;
