@@ -22,6 +22,12 @@
 #   REDISLOCK_PGBIN=DIR            bin directory of the PostgreSQL to use (default:
 #                                  that of the pg_config on PATH, test/lib/common.sh)
 #   REDISLOCK_REDIS_SERVER=BIN     redis-server (default) or valkey-server
+#   REDISLOCK_BENCH_JAVA_CLIENTS=1,4  javarate: Java threads / SQL clients
+#   REDISLOCK_BENCH_ROUNDS=3       javarate: rounds alternating Java and SQL
+#   REDISLOCK_BENCH_REDISSON=4.7.0 javarate: the Redisson version (built by
+#                                  test/redisson-java/build.sh into
+#                                  REDISLOCK_REDISSON_CACHE, default as in
+#                                  test/run-all.sh)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,6 +48,21 @@ if [ ${#workloads[@]} -eq 0 ]; then
     for f in "$ROOT"/bench/*.pl; do workloads+=("$(basename "$f" .pl)"); done
 fi
 
+# javarate runs the real Redisson client: its build (test/redisson-java,
+# cached as test/run-all.sh caches it, where postgres can read it).
+REDISSON_ENV=()
+[ "$ONLY_RESULTS" = 1 ] || case " ${workloads[*]} " in
+    *" javarate "*)
+        cache=${REDISLOCK_REDISSON_CACHE:-}
+        if [ -z "$cache" ]; then
+            if [ "$(id -u)" -eq 0 ]; then cache=/var/cache/redislock/redisson
+            else cache=${XDG_CACHE_HOME:-$HOME/.cache}/redislock-redisson; fi
+        fi
+        REDISLOCK_REDISSON_CACHE=$cache bash "$ROOT/test/redisson-java/build.sh" "${REDISLOCK_BENCH_REDISSON:-4.7.0}"
+        REDISSON_ENV=(REDISLOCK_REDISSON_CACHE="$cache")
+        ;;
+esac
+
 # PostgreSQL refuses to run as root: run as postgres in a copy it owns.
 WORK=$(mktemp -d /tmp/redislock-bench.XXXXXX)
 trap '[ "${REDISLOCK_KEEP:-0}" = 1 ] || rm -rf "$WORK"' EXIT
@@ -54,7 +75,7 @@ for w in "${workloads[@]}"; do
     echo "=== bench: $w"
     if ! (cd "$WORK" && "${AS_PG[@]}" PATH="$PGBIN:$PATH" REDISLOCK_PGBIN="$PGBIN" TESTDIR="$WORK" \
         TESTDATADIR="$WORK/tmp_check" TESTLOGDIR="$WORK/tmp_check/log" PG_REGRESS="$PG_REGRESS" \
-        PERL5LIB="$WORK/test/lib:$PG_PERL_LIB" \
+        PERL5LIB="$WORK/test/lib:$PG_PERL_LIB" "${REDISSON_ENV[@]}" \
         perl "bench/$w.pl" "bench/RESULTS-$w.md"); then
         echo "=== bench: $w FAILED; end of its log:" >&2
         tail -n 40 "$WORK/tmp_check/log/regress_log_$w" >&2 || true

@@ -236,7 +236,7 @@ fi
 
 # --- 3. work dir owned by the server user ------------------------------------
 WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
-for d in sql lua test docs contrib; do    # docs, contrib: tests 440, 441
+for d in sql lua test docs contrib; do    # docs, contrib: tests 405, 440, 441
     [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
 done
 for f in Makefile redislock.control; do    # for "make installcheck"
@@ -388,16 +388,16 @@ run_installcheck() {
 }
 
 # --- 5. TAP ------------------------------------------------------------------------
-# build_redisson FILES...: the real Redisson client's tests (those that use
-# RealRedisson) need
-# the Java driver built once per Redisson version (test/redisson-java/build.sh,
+# build_redisson FILES...: the tests that use the real Redisson client
+# (RealRedisson: test 405 and the 5xx_redisson_real ones) need the Java
+# driver built once per Redisson version (test/redisson-java/build.sh,
 # cached: seconds when nothing changed).  Sets REDISSON_ENV for the tests; a
 # failed build counts as a failure (the tests then fail, saying why).
 REDISSON_ENV=()
 build_redisson() {
     local f need=0
     for f in "$@"; do
-        grep -q '^use RealRedisson;' "$WORK/$f" 2>/dev/null && need=1
+        if grep -q '^use RealRedisson;' "$WORK/$f"; then need=1; fi
     done
     [ "$need" = 1 ] || return 0
     # as root, where the postgres user running the tests can read it

@@ -1,22 +1,43 @@
 #!/usr/bin/env bash
-# Brings up a redislock sandbox to play with, and shows two sessions
-# contending for one lock, then a pg_cron job waiting for a session on it:
-#   bash test/sandbox.sh          install deps, build + install, start
+# Brings up a redislock sandbox to play with, and shows SQL sessions, a Java
+# service using the real Redisson and a pg_cron job contending for one lock:
+#   bash test/sandbox.sh          install deps (Java and Maven too), build +
+#                                 install, build the Java service (Redisson
+#                                 4.7.0, test/redisson-java), start
 #                                 redis-server and PostgreSQL (with pg_cron)
 #                                 in /var/tmp/redislock-sandbox, run the demo,
 #                                 leave both servers running
 #   bash test/sandbox.sh stop     stop both servers, remove the directory
+#   bash test/sandbox.sh --check  the same demo as a check, in a directory of
+#                                 its own (/var/tmp/redislock-sandbox-check):
+#                                 fails unless every step did what it shows
+#                                 (the Java service and SQL each held the lock,
+#                                 never at the same time, each woke when the
+#                                 other released it, the pg_cron job took it),
+#                                 then stops and removes that sandbox; about
+#                                 1.5 min (up to a minute of it waiting for
+#                                 pg_cron's next minute)
 # Running it again stops the previous sandbox first.
 # Environment:
 #   REDISLOCK_PGBIN=DIR         bin directory of the PostgreSQL to build against
 #                               and run (default /usr/lib/postgresql/15/bin)
 #   REDISLOCK_SANDBOX_DIR=DIR   where the servers live (default
 #                               /var/tmp/redislock-sandbox)
+#   REDISLOCK_REDISSON_CACHE=DIR  where test/redisson-java/build.sh puts the
+#                               Java service's build (default as root
+#                               /var/cache/redislock/redisson, else
+#                               ~/.cache/redislock-redisson; Maven's downloads
+#                               stay in ~/.m2)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DIR=${REDISLOCK_SANDBOX_DIR:-/var/tmp/redislock-sandbox}
+MODE=${1:-start}
+case "$MODE" in
+    --check) DIR=${REDISLOCK_SANDBOX_DIR:-/var/tmp/redislock-sandbox-check} ;;
+    *) DIR=${REDISLOCK_SANDBOX_DIR:-/var/tmp/redislock-sandbox} ;;
+esac
 LOCK=sandbox:demo
+REDISSON_VERSION=4.7.0
 
 # shellcheck source=lib/common.sh
 . "$ROOT/test/lib/common.sh"
@@ -61,12 +82,12 @@ stop_sandbox() {
     set -e
 }
 
-if [ "${1:-start}" = stop ]; then
+if [ "$MODE" = stop ]; then
     stop_sandbox
     echo "sandbox: stopped and removed $DIR"
     exit 0
-elif [ "${1:-start}" != start ]; then
-    echo "usage: bash test/sandbox.sh [start|stop]" >&2
+elif [ "$MODE" != start ] && [ "$MODE" != --check ]; then
+    echo "usage: bash test/sandbox.sh [start|stop|--check]" >&2
     exit 2
 fi
 
@@ -81,6 +102,17 @@ redis_paths
 say "build and install (PostgreSQL $PG_MAJOR, $PGBIN)"
 make -C "$ROOT" PG_CONFIG="$PG_CONFIG"
 "${SUDO[@]}" make -C "$ROOT" PG_CONFIG="$PG_CONFIG" install
+
+# The Java service of DEMO 5: test/redisson-java's DemoService, built against
+# Redisson $REDISSON_VERSION (cached: seconds when built before; the first
+# build downloads Redisson and its dependencies from Maven Central).
+if [ -z "${REDISLOCK_REDISSON_CACHE:-}" ]; then
+    if [ "$(id -u)" -eq 0 ]; then REDISLOCK_REDISSON_CACHE=/var/cache/redislock/redisson
+    else REDISLOCK_REDISSON_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/redislock-redisson; fi
+fi
+say "the Java service: Redisson $REDISSON_VERSION (test/redisson-java, cache $REDISLOCK_REDISSON_CACHE)"
+REDISLOCK_REDISSON_CACHE=$REDISLOCK_REDISSON_CACHE bash "$ROOT/test/redisson-java/build.sh" "$REDISSON_VERSION"
+JAVA_CP="$REDISLOCK_REDISSON_CACHE/$REDISSON_VERSION/redisson-driver.jar:$REDISLOCK_REDISSON_CACHE/$REDISSON_VERSION/lib/*"
 
 mkdir -p "$DIR"
 chmod 755 "$DIR"    # others (root's psql) may reach the socket
@@ -141,18 +173,27 @@ psql_ -q -c 'CREATE EXTENSION redislock'
 [ "$CRON" = 1 ] && psql_ -q -c 'CREATE EXTENSION pg_cron'
 
 # --- demo: two sessions, one lock ------------------------------------------------
-A_PID='' B_PID=''
+A_PID='' B_PID='' JAVA_PID='' SQL_LOOP_PID=''
 demo_cleanup() {
     local rc=$?
-    # Only the demo's psql clients; the servers stay up on purpose.
-    exec 3>&-
+    # Only the demo's clients; the servers stay up on purpose (not in --check).
+    exec 3>&- 4>&-
     [ -n "$A_PID" ] && kill "$A_PID" 2>/dev/null
     [ -n "$B_PID" ] && kill "$B_PID" 2>/dev/null
-    rm -f "$DIR/a.fifo"
+    [ -n "$JAVA_PID" ] && kill "$JAVA_PID" 2>/dev/null
+    [ -n "$SQL_LOOP_PID" ] && kill "$SQL_LOOP_PID" 2>/dev/null
+    rm -f "$DIR/a.fifo" "$DIR/java.fifo"
     if [ "$rc" -ne 0 ]; then
         echo "sandbox: demo failed; session output follows" >&2
-        for f in a.out b.out; do [ -f "$DIR/$f" ] && sed "s/^/  $f: /" "$DIR/$f" >&2; done
-        echo "servers left running for inspection; stop with: bash test/sandbox.sh stop" >&2
+        for f in a.out b.out java.log java.err sql-loop.out; do
+            [ -f "$DIR/$f" ] && sed "s/^/  $f: /" "$DIR/$f" >&2
+        done
+        [ "$MODE" = --check ] || echo "servers left running for inspection; stop with: bash test/sandbox.sh stop" >&2
+    fi
+    if [ "$MODE" = --check ]; then
+        [ "$rc" -ne 0 ] && [ -f "$DIR/postgres.log" ] && tail -n 30 "$DIR/postgres.log" | sed 's/^/  postgres.log: /' >&2
+        stop_sandbox
+        if [ "$rc" -eq 0 ]; then echo "sandbox --check: passed"; else echo "sandbox --check: FAILED" >&2; fi
     fi
     return 0
 }
@@ -208,7 +249,11 @@ wait "$B_PID" || true
 B_PID=
 echo "B> returned $(cat "$DIR/b.out")  ($(( $(now_ms) - t0 )) ms after A's release was sent; polled every 100 ms)"
 
-# --- DEMO 5: a pg_cron job on the same lock ----------------------------------------
+# --- DEMO 5: a Java service, SQL sessions and a pg_cron job on one lock -----------
+# Each of them, turn after turn: wait for the lock, work under it for 2 s, let
+# it go, pause about 1 s. Each logs when it started waiting, took the lock and
+# let it go (said while still holding it, so a logged hold never outlasts the
+# real one); the demo merges the logs into who held the lock when.
 job_waits() {
     [ "$(psql_ -At -c "SELECT count(*) FROM redis_lock_waits w JOIN pg_stat_activity a USING (pid)
                         WHERE w.name = '$LOCK' AND a.application_name = 'pg_cron'")" = 1 ]
@@ -217,40 +262,151 @@ job_ended() {
     [ "$(psql_ -At -c "SELECT count(*) FROM cron.job_run_details WHERE jobid = $JOBID
                         AND status IN ('succeeded', 'failed')")" = 1 ]
 }
+java_turns() { grep -c ' took ' "$DIR/java.log" 2>/dev/null || true; }
+sql_turns() { psql_ -At -c "SELECT count(*) FROM sandbox_log WHERE who = 'sql-session' AND event = 'took'"; }
+turns_done() {
+    [ "$(java_turns)" -ge 3 ] && [ "$(sql_turns)" -ge 3 ] && { [ "$CRON" = 0 ] || job_ended; }
+}
+# sql_loop: the SQL side, a new session per turn (as a job or an application
+# would), until told to stop.
+sql_loop() {
+    while [ ! -e "$DIR/sql-loop.stop" ]; do
+        psql_as sandbox-C -q -c "SELECT sandbox_turn('sql-session', '2 s')" >/dev/null || return 1
+        sleep 1
+    done
+}
+
+say "DEMO 5: a Java service (Redisson $REDISSON_VERSION), SQL sessions$([ "$CRON" = 1 ] && echo ' and a pg_cron job') take turns on '$LOCK'"
+TURN_FN="CREATE FUNCTION sandbox_turn(who text, work interval) RETURNS void LANGUAGE plpgsql AS \$\$
+BEGIN
+    INSERT INTO sandbox_log VALUES (clock_timestamp(), who, 'waiting');
+    IF NOT redis_xact_lock_acquire('$LOCK', '90 s') THEN
+        RAISE EXCEPTION '% could not take $LOCK in 90 s', who;
+    END IF;
+    INSERT INTO sandbox_log VALUES (clock_timestamp(), who, 'took');
+    PERFORM pg_sleep_for(work);    -- the work done under the lock
+    INSERT INTO sandbox_log VALUES (clock_timestamp(), who, 'releasing');
+END \$\$;    -- the transaction lock goes at COMMIT"
+psql_ -q -c "CREATE TABLE sandbox_log(at timestamptz, who text, event text)"
+psql_ -q -c "$TURN_FN"
+echo "A turn on the SQL side (a SQL session's and the pg_cron job's):"
+echo "$TURN_FN" | sed 's/^/SQL> /'
+echo "A turn of the Java service (test/redisson-java/src/main/java/redislock/test/DemoService.java):"
+sed -n '/RLock lock = redisson.getLock(name);/,/^\t\t}$/p' \
+    "$ROOT/test/redisson-java/src/main/java/redislock/test/DemoService.java" | sed 's/^\t\t/java> /; s/\t/    /g'
+
 if [ "$CRON" = 1 ]; then
-    say "DEMO 5: a pg_cron job waits for session A, then takes '$LOCK'"
-    echo "SELECT 'A acquired again: ' || redis_lock_acquire('$LOCK');" >&3
-    echo "A> SELECT redis_lock_acquire('$LOCK');"
-    wait_for 20 "A to hold $LOCK in Redis" lock_in_redis
-    psql_ -q -c "CREATE TABLE IF NOT EXISTS sandbox_job_log(at timestamptz, got_lock boolean)"
     # pg_cron 1.4 runs jobs at minute boundaries: this one at the next minute
-    # of the day (UTC), once a day.
-    WHEN=$(psql_ -At -c "SELECT to_char(date_trunc('minute', now() AT TIME ZONE 'UTC')
-        + CASE WHEN extract(second FROM now()) < 55 THEN interval '1 min' ELSE interval '2 min' END, 'FMMI FMHH24')")
-    JOB_SQL="INSERT INTO sandbox_job_log SELECT clock_timestamp(), redis_xact_lock_acquire('$LOCK', '90 s')"
+    # of the day (UTC), once a day; the Java service and the SQL side start
+    # 10 s before it.
+    IFS='|' read -r WHEN START_AT < <(psql_ -At -F'|' -c "SELECT to_char(t, 'FMMI FMHH24'), extract(epoch FROM t)::bigint - 10
+        FROM (SELECT date_trunc('minute', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+            + CASE WHEN extract(second FROM now()) < 40 THEN interval '1 min' ELSE interval '2 min' END) s(t)")
+    JOB_SQL="SELECT sandbox_turn('pg_cron-job', '2 s')"
     echo "SQL> SELECT cron.schedule('sandbox-job', '$WHEN * * *', \$\$$JOB_SQL\$\$);"
     JOBID=$(psql_ -At -c "SELECT cron.schedule('sandbox-job', '$WHEN * * *', \$\$$JOB_SQL\$\$)")
-    echo "   (job $JOBID; waiting up to a minute for pg_cron to start it at $WHEN UTC)"
-    wait_for 150 "the job to wait for $LOCK (redis_lock_waits)" job_waits
-    echo "redis_lock_waits while the job waits for A:"
-    psql_ -c "SELECT w.pid, a.application_name, w.name, w.kind, w.holders, w.holder_pids
-                FROM redis_lock_waits w JOIN pg_stat_activity a USING (pid)"
-    echo "A> SELECT redis_lock_release('$LOCK');"
-    echo "SELECT 'A released again: ' || redis_lock_release('$LOCK');" >&3
-    wait_for 60 "the job's run to end (cron.job_run_details)" job_ended
-    echo "What the job did (cron.job_run_details, and its row in sandbox_job_log):"
-    psql_ -c "SELECT jobid, runid, status, return_message, start_time, end_time
-                FROM cron.job_run_details WHERE jobid = $JOBID"
-    psql_ -c "SELECT * FROM sandbox_job_log"
-    JOB_STATUS=$(psql_ -At -c "SELECT status FROM cron.job_run_details WHERE jobid = $JOBID")
-    psql_ -q -At -c "SELECT cron.unschedule($JOBID)" >/dev/null
-    if [ "$JOB_STATUS" != succeeded ] || [ "$(psql_ -At -c "SELECT bool_and(got_lock) FROM sandbox_job_log")" != t ]; then
-        echo "sandbox: DEMO FAILED: the job should have taken the lock and succeeded" >&2
+    left=$(( START_AT - $(date +%s) ))
+    echo "   (job $JOBID, for $WHEN UTC; the others start in ${left} s, 10 s before it)"
+    [ "$left" -gt 0 ] && sleep "$left"
+fi
+
+mkfifo "$DIR/java.fifo"
+echo "\$ java -cp ... redislock.test.DemoService redis://127.0.0.1:$RPORT $LOCK 2000 1000 &"
+java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$JAVA_CP" redislock.test.DemoService \
+    "redis://127.0.0.1:$RPORT" "$LOCK" 2000 1000 < "$DIR/java.fifo" > "$DIR/java.log" 2> "$DIR/java.err" &
+JAVA_PID=$!
+exec 4> "$DIR/java.fifo"    # the service runs until this ends
+echo "\$ while :; do psql -c \"SELECT sandbox_turn('sql-session', '2 s')\"; sleep 1; done &"
+sql_loop > "$DIR/sql-loop.out" 2>&1 &
+SQL_LOOP_PID=$!
+wait_for 60 "the Java service to start" grep -q ' started ' "$DIR/java.log"
+echo "   (the Java service's Redisson owner id: $(awk '$2 == "started" { print $3 }' "$DIR/java.log"))"
+
+# Until each side had 3 turns and the job's run ended (bounded); shows the
+# job's wait once when it is caught waiting.
+deadline=$(( $(date +%s) + 150 ))
+shown=0
+until turns_done; do
+    if [ "$CRON" = 1 ] && [ "$shown" = 0 ] && job_waits; then
+        echo "redis_lock_waits while the pg_cron job waits (holders: the Java service's or a SQL session's owner id):"
+        psql_ -c "SELECT w.pid, a.application_name, w.name, w.holders, w.holder_pids
+                    FROM redis_lock_waits w JOIN pg_stat_activity a USING (pid)"
+        shown=1
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ] || gone "$JAVA_PID" || gone "$SQL_LOOP_PID"; then
+        echo "sandbox: DEMO FAILED: after 150 s the Java service had $(java_turns) turns, the SQL side $(sql_turns)$([ "$CRON" = 1 ] && echo ', and the pg_cron job had not ended')" >&2
         exit 1
     fi
-    echo "\$ redis-cli EXISTS $LOCK      -- the job's transaction lock went at its COMMIT"
-    redis-cli -p "$RPORT" EXISTS "$LOCK"
+    sleep 0.2
+done
+touch "$DIR/sql-loop.stop"
+exec 4>&-
+wait_for 30 "the Java service to stop after its turn" gone "$JAVA_PID"
+wait "$JAVA_PID" || { echo "sandbox: DEMO FAILED: the Java service failed" >&2; exit 1; }
+JAVA_PID=
+wait_for 30 "the SQL side to stop after its turn" gone "$SQL_LOOP_PID"
+wait "$SQL_LOOP_PID" || { echo "sandbox: DEMO FAILED: a SQL turn failed" >&2; exit 1; }
+SQL_LOOP_PID=
+
+{
+    awk '$2 == "waiting" || $2 == "took" || $2 == "releasing" { print $1, "java-service", $2 }' "$DIR/java.log"
+    psql_ -At -F' ' -c "SELECT (extract(epoch FROM at) * 1000)::bigint, who, event FROM sandbox_log"
+} > "$DIR/turns.txt"
+echo "Who held '$LOCK' when (UTC; the Java service's log and sandbox_log, merged):"
+# Prints one line per hold, then checks: no two holds overlap, each side held
+# the lock and woke at least once when the other let it go, the job held it
+# once.
+if ! perl -MPOSIX=strftime -e '
+    my $cron = shift;
+    my (%waiting, %open, @holds);
+    for (sort { $a->[0] <=> $b->[0] } map { [ split " " ] } <STDIN>) {
+        my ($t, $who, $ev) = @$_;
+        if ($ev eq "waiting") { $waiting{$who} = $t }
+        elsif ($ev eq "took") { $open{$who} = { who => $who, from => $t, since => $waiting{$who} // $t } }
+        elsif ($ev eq "releasing" && $open{$who}) { my $h = delete $open{$who}; $h->{to} = $t; push @holds, $h }
+    }
+    my $ts = sub { strftime("%H:%M:%S", gmtime($_[0] / 1000)) . sprintf(".%03d", $_[0] % 1000) };
+    my (%n, %wake, @bad);
+    for my $i (0 .. $#holds) {
+        my ($h, $p) = ($holds[$i], $i ? $holds[$i - 1] : undef);
+        $n{ $h->{who} }++;
+        my $note = sprintf("waited %.1f s", ($h->{from} - $h->{since}) / 1000);
+        if ($p && $h->{from} < $p->{to}) {
+            push @bad, "$h->{who} took it at " . $ts->($h->{from}) . " while $p->{who} held it";
+        } elsif ($p && $p->{who} ne $h->{who} && $h->{since} < $p->{to}) {
+            $note .= sprintf("; woke %d ms after %s let go", $h->{from} - $p->{to}, $p->{who});
+            my $java = sub { $_[0] eq "java-service" ? "java" : "sql" };
+            $wake{ $java->($p->{who}) . ">" . $java->($h->{who}) }++;
+        }
+        printf "  %s - %s  %-13s %s\n", $ts->($h->{from}), $ts->($h->{to}), $h->{who}, $note;
+    }
+    my $sql = ($n{"sql-session"} // 0) + ($n{"pg_cron-job"} // 0);
+    printf "holds: java-service %d, sql-session %d, pg_cron-job %d; wakes: SQL side after the Java service %d, the Java service after the SQL side %d\n",
+        $n{"java-service"} // 0, $n{"sql-session"} // 0, $n{"pg_cron-job"} // 0, $wake{"java>sql"} // 0, $wake{"sql>java"} // 0;
+    push @bad, "the Java service never held it" unless $n{"java-service"};
+    push @bad, "no SQL session held it" unless $n{"sql-session"};
+    push @bad, "the pg_cron job held it " . ($n{"pg_cron-job"} // 0) . " times, not once" if $cron && ($n{"pg_cron-job"} // 0) != 1;
+    push @bad, "the SQL side never woke when the Java service let go" unless $wake{"java>sql"};
+    push @bad, "the Java service never woke when the SQL side let go" unless $wake{"sql>java"};
+    print STDERR "sandbox: DEMO FAILED: $_\n" for @bad;
+    exit(@bad ? 1 : 0);
+' "$CRON" < "$DIR/turns.txt"; then
+    exit 1
 fi
+
+if [ "$CRON" = 1 ]; then
+    echo "What the job's run says (cron.job_run_details):"
+    psql_ -c "SELECT jobid, runid, status, return_message, start_time, end_time
+                FROM cron.job_run_details WHERE jobid = $JOBID"
+    JOB_STATUS=$(psql_ -At -c "SELECT status FROM cron.job_run_details WHERE jobid = $JOBID")
+    psql_ -q -At -c "SELECT cron.unschedule($JOBID)" >/dev/null
+    if [ "$JOB_STATUS" != succeeded ]; then
+        echo "sandbox: DEMO FAILED: the job's run should have succeeded" >&2
+        exit 1
+    fi
+fi
+echo "\$ $REDIS_CLI EXISTS $LOCK      -- every turn let it go"
+"$REDIS_CLI" -p "$RPORT" EXISTS "$LOCK"
 
 echo '\q' >&3
 exec 3>&-
@@ -271,13 +427,22 @@ say "summary"
 cat <<EOF
 A held '$LOCK'; B's no-wait attempt returned f; B's 30 s wait showed up in
 pg_stat_activity as wait_event_type 'Extension' and returned t as soon as A
-released.$([ "$CRON" = 1 ] && printf '\n%s' "A pg_cron job waited for A on the same lock (redis_lock_waits) and took it
-when A released it: cron.job_run_details says succeeded.")
+released. Then a Java service using Redisson $REDISSON_VERSION and SQL sessions$([ "$CRON" = 1 ] && echo ' (and a
+pg_cron job)') took turns on the same lock: never two at once, each woken
+when the other let it go.$([ "$CRON" = 1 ] && echo ' The job'"'"'s run: cron.job_run_details says succeeded.')
+EOF
+if [ "$MODE" = --check ]; then
+    exit 0    # demo_cleanup stops and removes this sandbox
+fi
+cat <<EOF
 
 The sandbox keeps running:
   PostgreSQL  psql -h $DIR -p $PGPORT -U postgres postgres
           or  psql -h 127.0.0.1 -p $PGPORT -U postgres postgres
   Redis       $REDIS_CLI -p $RPORT
+  Java        java -cp '$JAVA_CP' \\
+                  redislock.test.DemoService redis://127.0.0.1:$RPORT $LOCK 2000 1000
+              (takes turns on $LOCK until its input ends: Ctrl-D)
   logs        $DIR/postgres.log  $DIR/redis.log
   settings    $DIR/sandbox.env
 Stop it with: bash test/sandbox.sh stop

@@ -24,19 +24,28 @@
 # status and return_message in cron.job_run_details are checked at the
 # end, once every job has ended.  docs/database-jobs.md copies its examples
 # from here.
+#
+# The Redisson client is the real one (RealRedisson: test/redisson-java's
+# driver, the newest version in @RealRedisson::VERSIONS); its @Scheduled task
+# is test/redisson-java's NightlyReport.nightlyReport(), which the docs page
+# copies.  Nothing here needs the transcribed client (FakeRedisson) as a
+# Redisson client.
+# Takes 1 to 2 min (up to a minute of it waiting for pg_cron's next minute).
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
 use RedisLockTest;
-use FakeRedisson;
+use RealRedisson;
+use FakeRedisson;    # only its Redis connection, which redis_cmd uses
 use Test::More;
 
 RedisLockTest::require_pg_cron();
 
 my $LONG  = 600_000;    # Redisson lease: 10 min, so only an unlock frees it
 my $redis = RedisLockTest::Redis->new;
-my $java  = FakeRedisson->new(port => $redis->port);
+my ($JAVA_VERSION) = reverse RealRedisson::versions();
+my $java  = RealRedisson->new(version => $JAVA_VERSION, port => $redis->port);
 my $TICK  = 150;        # bound for a job's run to start: the next minute, and then some
 
 sub key_exists { redis_cmd($redis, 'EXISTS', $_[0]) }
@@ -146,7 +155,8 @@ for my $mode (sort keys %n)
 	my $a = $n{$mode}{a};
 	is($a->query("SELECT redis_lock_acquire('$mode:$_')"), 't', "$mode: session A holds $mode:$_")
 	  for qw(busy busy-wait busy-c busy-t guard-go);
-	is($java->try_lock("$mode:java", 1, $LONG), undef, "$mode: the Redisson client holds $mode:java");
+	is($java->run("holder-$mode", 'tryLock', 'plain', "$mode:java", 0, $LONG), 'true',
+		"$mode: the Redisson client holds $mode:java");
 }
 is($n{bgw}{a}->query("SELECT redis_lock_acquire('test:report-may-finish')"), 't',
 	'the reports may not finish yet');
@@ -250,9 +260,9 @@ for my $mode ('bgw', 'libpq')
 	# --- waits for a lock a Redisson client holds ----------------------------------
 	{
 		my $pid = $waiting->('wait_java', "$mode:java");
-		is($obs->query("SELECT holders[1] FROM redis_lock_waits WHERE pid = $pid"), $java->owner(1),
+		is($obs->query("SELECT holders[1] FROM redis_lock_waits WHERE pid = $pid"), $java->owner("holder-$mode"),
 			"$mode: ... redis_lock_waits names the Redisson owner");
-		is($java->unlock("$mode:java", 1, $LONG), 1, "$mode: ... Redisson unlocks");
+		is($java->run("holder-$mode", 'unlock', 'plain', "$mode:java"), 'null', "$mode: ... Redisson unlocks");
 		$over->('wait_java', 'succeeded');
 		until_ok("$mode: ... released at its COMMIT", sub { !key_exists("$mode:java") });
 	}
@@ -300,7 +310,8 @@ for my $mode ('bgw', 'libpq')
 		my $pid = $waiting->('guard', "$mode:guard-go");
 		is($obs->query("SELECT state FROM redis_locks WHERE pid = $pid AND name = '$mode:guard'"), 'held',
 			"$mode: the job holds $mode:guard and has written");
-		is($java->force_unlock("$mode:guard"), 1, "$mode: ... a Redisson client force-unlocks $mode:guard");
+		is($java->run('admin', 'forceUnlock', 'plain', "$mode:guard"), 'true',
+			"$mode: ... a Redisson client force-unlocks $mode:guard");
 		$a->query("SELECT redis_lock_release('$mode:guard-go')");
 		$over->('guard', 'failed', qr/"$mode:guard" was lost before COMMIT/);    # the commit guard
 		is($obs->query('SELECT count(*) FROM guarded'), 0, "$mode: ... and its write is not committed");
@@ -327,8 +338,8 @@ for my $mode ('bgw', 'libpq')
 		}
 		return defined $reporter;
 	});
-	isnt($java->try_lock('jobs:nightly-report', 1), undef,
-		'... the Java task finds jobs:nightly-report busy while the report runs');
+	is($java->run('scheduler', 'task.nightlyReport'), 'skipped',
+		'... the Java @Scheduled task skips its run while the report runs');
 	$n{bgw}{a}->query("SELECT redis_lock_release('test:report-may-finish')");
 	until_ok('... the report is done', sub { $outcomes->() eq 'done skipped' });
 	for my $mode (sort keys %n)
@@ -338,8 +349,19 @@ for my $mode ('bgw', 'libpq')
 		until_ok("$mode: ... its report job has ended", sub {
 			!defined $n{$mode}{obs}->query("SELECT 1 FROM pg_stat_activity WHERE pid = $pid") });
 	}
-	is($java->try_lock('jobs:nightly-report', 1), undef, '... then the Java task takes it');
-	is($java->unlock('jobs:nightly-report', 1), 1, '... and unlocks it');
+	is($java->run('scheduler', 'task.nightlyReport'), 'ran', '... then the Java task runs the report');
+	is(key_exists('jobs:nightly-report'), 0, '... and unlocked jobs:nightly-report');
+}
+
+# docs/database-jobs.md shows the Java task as the test runs it.
+{
+	my $src = slurp("$FindBin::RealBin/../redisson-java/src/main/java/redislock/test/NightlyReport.java");
+	my ($method) = $src =~ /^(\t\/\/ In a Spring service:.*?^\t\}\n)/ms;
+	$method =~ s/^\t//mg;
+	$method =~ s/\t/    /g;
+	ok(defined $method, 'NightlyReport.java has nightlyReport()');
+	ok(defined $method && index(slurp("$FindBin::RealBin/../../docs/database-jobs.md"), $method) >= 0,
+		'docs/database-jobs.md shows nightlyReport() as NightlyReport.java has it');
 }
 
 # --- what cron.job_run_details says about each run ----------------------------------------

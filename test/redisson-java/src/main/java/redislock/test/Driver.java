@@ -527,6 +527,10 @@ public final class Driver
 			case "latch.getCount":
 				return client.getCountDownLatch(a.get(0)).getCount();
 
+			/* a service's code, as the docs show it */
+			case "task.nightlyReport":
+				return new NightlyReport(client).run();
+
 			default:
 				throw new IllegalArgumentException("unknown operation " + o);
 		}
