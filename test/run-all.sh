@@ -37,6 +37,8 @@
 # <test>(crash).
 # Environment:
 #   REDISLOCK_KEEP=1             keep the work dir (and TAP data dirs)
+#   REDISLOCK_REDISSON_VERSIONS='4.7.0'  the Redisson versions the real client's
+#                                tests run (default: all of test/lib/RealRedisson.pm)
 #   REDISLOCK_TAP_SKIP='5*'       when running all TAP files, leave out those whose
 #                                names match one of these globs (.ci/run runs the
 #                                real Redisson client's files in a lane of their own)
@@ -407,8 +409,14 @@ build_redisson() {
         else cache=${XDG_CACHE_HOME:-$HOME/.cache}/redislock-redisson; fi
     fi
     REDISSON_ENV=(REDISLOCK_REDISSON_CACHE="$cache")
-    log "the real Redisson client: bash test/redisson-java/build.sh (cache $cache)"
-    if REDISLOCK_REDISSON_CACHE=$cache bash "$ROOT/test/redisson-java/build.sh"; then
+    # only the versions the tests will run (REDISLOCK_REDISSON_VERSIONS)
+    local versions=()
+    if [ -n "${REDISLOCK_REDISSON_VERSIONS:-}" ]; then
+        read -r -a versions <<< "$REDISLOCK_REDISSON_VERSIONS"
+        REDISSON_ENV+=(REDISLOCK_REDISSON_VERSIONS="$REDISLOCK_REDISSON_VERSIONS")
+    fi
+    log "the real Redisson client: bash test/redisson-java/build.sh ${versions[*]} (cache $cache)"
+    if REDISLOCK_REDISSON_CACHE=$cache bash "$ROOT/test/redisson-java/build.sh" "${versions[@]}"; then
         [ "$(id -u)" -eq 0 ] && chmod -R a+rX "$cache"
         PASSED=$((PASSED + 1))
     else

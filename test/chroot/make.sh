@@ -37,7 +37,7 @@ packages() {
     PACKAGES=(
         build-essential debhelper dpkg-dev fakeroot
         postgresql-"$1" postgresql-server-dev-"$1" postgresql-server-dev-all
-        postgresql-"$1"-cron gdb
+        postgresql-"$1"-cron gdb default-jre-headless
         libhiredis-dev libssl-dev
         redis-server redis-sentinel valkey-server valkey-sentinel redis-tools
         pgbouncer libipc-run-perl libdbd-pg-perl libredis-perl libio-socket-ssl-perl
