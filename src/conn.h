@@ -176,6 +176,7 @@ extern const char *rl_conn_desc(const RLConn *c);
 extern bool rl_is_not_lock(const RLReply *r);
 extern bool rl_is_refusal(const char *err);
 extern const char *rl_refusal_hint(const char *err);
+extern void rl_report_refusal(const char *err, const char *object);
 extern bool rl_fail_on(RLConn *c, RLFailure failure, const char *server,
 					   const char *fmt,...) pg_attribute_printf(4, 5);
 extern char *rl_failure_text(const RLConn *c);

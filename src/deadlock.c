@@ -336,6 +336,8 @@ static void
 bad_reply(const RLReply *r, const char *what)
 {
 	if (r->type == REDIS_REPLY_ERROR)
+		rl_report_refusal(r->str, what);
+	if (r->type == REDIS_REPLY_ERROR)
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("could not check Redis locks for a deadlock"),

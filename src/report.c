@@ -15,7 +15,9 @@
 #include <hiredis/hiredis.h>
 
 #include "conn_int.h"
+#include "lib/stringinfo.h"
 #include "redislock.h"
+#include "scripts.h"
 
 /* Where c connects, for messages: never includes secrets. */
 const char *
@@ -184,15 +186,17 @@ is_scripting_command(const char *command)
 static RLRefusal
 classify_refusal(const char *err, char *command, size_t size)
 {
-	const char *q = strchr(err, '\'');
+	const char *q = strstr(err, "command '");
 	bool		denied = strncmp(err, "NOPERM", 6) == 0 ||
 		strstr(err, "The user executing the script can't") != NULL;
 	size_t		n = 0;
 
 	command[0] = '\0';
+	if (q == NULL)
+		q = strstr(err, "run the '");
 	if (q != NULL)
 	{
-		for (q++; *q != '\0' && *q != '\'' && n + 1 < size; q++)
+		for (q = strchr(q, '\'') + 1; *q != '\0' && *q != '\'' && n + 1 < size; q++)
 			command[n++] = pg_ascii_tolower((unsigned char) *q);
 		command[n] = '\0';
 	}
@@ -214,6 +218,54 @@ classify_refusal(const char *err, char *command, size_t size)
 	return RLR_NONE;
 }
 
+/*
+ * The commands of the script whose sha err quotes ("... script: <sha>, on
+ * @user_script:1", Redis 7.0's refusal inside a script, which does not say
+ * which command), as "+a +b ...", or NULL: what the user must be granted;
+ * *name gets the script's name.
+ */
+static char *
+script_commands(const char *err, const char **name)
+{
+	const char *at = strstr(err, "script: ");
+	const RedisScript *script = NULL;
+	StringInfoData buf;
+
+	if (at == NULL)
+		return NULL;
+	at += strlen("script: ");
+	for (int i = 0; i < RL_NSCRIPTS && script == NULL; i++)
+		if (strncmp(at, rl_scripts[i]->sha, strlen(rl_scripts[i]->sha)) == 0)
+			script = rl_scripts[i];
+	if (script == NULL)
+		return NULL;
+	*name = script->name;
+	initStringInfo(&buf);
+	for (const char *p = script->body; (p = strstr(p, "redis.call(")) != NULL;)
+	{
+		const char *name = p + strlen("redis.call(");
+		const char *end;
+		char	   *word;
+
+		p = name;
+		if (*name != '\'')
+		{
+			/* the publish command comes as an argument */
+			if (strstr(buf.data, " +publish") == NULL)
+				appendStringInfoString(&buf, " +publish +spublish");
+			continue;
+		}
+		name++;
+		end = strchr(name, '\'');
+		if (end == NULL)
+			break;
+		word = psprintf(" +%.*s", (int) (end - name), name);
+		if (strstr(psprintf("%s ", buf.data), psprintf("%s ", word)) == NULL)
+			appendStringInfoString(&buf, word);
+	}
+	return buf.len > 0 ? buf.data + 1 : NULL;
+}
+
 /* The Redis user redislock connects as, for messages. */
 static const char *
 redis_user(void)
@@ -225,10 +277,12 @@ redis_user(void)
  * Raises err as the refusal it is, if it is one (else returns): object
  * names what was refused, e.g. "Redis lock \"x\"".
  */
-static void
-report_refusal(const char *err, const char *object)
+void
+rl_report_refusal(const char *err, const char *object)
 {
 	char		command[64];
+	char	   *commands;
+	const char *script;
 
 	switch (classify_refusal(err, command, sizeof(command)))
 	{
@@ -261,6 +315,15 @@ report_refusal(const char *err, const char *object)
 					 errhint("Do not rename or disable that command on the server.")));
 			break;
 		case RLR_COMMAND_DENIED:
+			if (command[0] == '\0' &&
+				(commands = script_commands(err, &script)) != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("Redis user \"%s\" may not run one of the commands of redislock's script \"%s\"",
+								redis_user(), script),
+						 errdetail_internal("Request on %s; Redis server \"%s\" answered: %s",
+											object, rl_server_desc(), err),
+						 errhint("Grant them: ACL SETUSER %s %s.", redis_user(), commands)));
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 command[0] != '\0' ?
@@ -312,11 +375,12 @@ rl_is_refusal(const char *err)
 
 /*
  * The hint for a refusal of a command outside a script (subscribing,
- * connection setup), or NULL.
+ * connection setup), or NULL. Valid until the next call.
  */
 const char *
 rl_refusal_hint(const char *err)
 {
+	static char hint[256];
 	char		command[64];
 
 	switch (classify_refusal(err, command, sizeof(command)))
@@ -324,8 +388,15 @@ rl_refusal_hint(const char *err)
 		case RLR_CHANNEL_DENIED:
 			return "Grant the Redis user the channel patterns &redisson_lock__channel* &redisson_sc:* &redisson_countdownlatch__channel* (see the documentation on least privilege).";
 		case RLR_COMMAND_DENIED:
-		case RLR_KEY_DENIED:
+			if (command[0] != '\0')
+			{
+				snprintf(hint, sizeof(hint), "Grant it: ACL SETUSER %s +%s.",
+						 redis_user(), command);
+				return hint;
+			}
 			return "Grant the Redis user every command of redislock's Redis ACL (see the documentation on least privilege).";
+		case RLR_KEY_DENIED:
+			return "Grant the Redis user the key patterns of redislock's Redis ACL (see the documentation on least privilege).";
 		case RLR_UNKNOWN_COMMAND:
 			return "Do not rename or disable the commands redislock needs on the server.";
 		default:
@@ -354,7 +425,7 @@ rl_reply_error(const RLReply *reply, RLOp op, const char *name)
 				 errmsg("Redis key \"%s\" is not a lock", name),
 				 errdetail("The key, its fair queue or its fencing counter holds data of another shape; redislock does not show it."),
 				 errhint("Some other application uses that name.")));
-	report_refusal(reply->str, psprintf(op == RL_OP_SEMAPHORE ? "semaphore \"%s\"" :
+	rl_report_refusal(reply->str, psprintf(op == RL_OP_SEMAPHORE ? "semaphore \"%s\"" :
 										op == RL_OP_LATCH ? "count-down latch \"%s\"" :
 										"Redis lock \"%s\"", name));
 	ereport(ERROR,
