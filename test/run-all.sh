@@ -230,7 +230,7 @@ fi
 
 # --- 3. work dir owned by the server user ------------------------------------
 WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
-for d in sql lua test; do
+for d in sql lua test docs; do    # docs: tests check the docs against the catalog
     [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
 done
 for f in Makefile redislock.control; do    # for "make installcheck"
