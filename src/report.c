@@ -241,29 +241,34 @@ script_commands(const char *err, const char **name)
 		return NULL;
 	*name = script->name;
 	initStringInfo(&buf);
+	appendStringInfoChar(&buf, ' ');
 	for (const char *p = script->body; (p = strstr(p, "redis.call(")) != NULL;)
 	{
-		const char *name = p + strlen("redis.call(");
+		const char *cmd = p + strlen("redis.call(");
 		const char *end;
 		char	   *word;
 
-		p = name;
-		if (*name != '\'')
+		p = cmd;
+		if (*cmd != '\'')
 		{
 			/* the publish command comes as an argument */
-			if (strstr(buf.data, " +publish") == NULL)
-				appendStringInfoString(&buf, " +publish +spublish");
+			if (strstr(buf.data, " +publish ") == NULL)
+				appendStringInfoString(&buf, "+publish +spublish ");
 			continue;
 		}
-		name++;
-		end = strchr(name, '\'');
+		cmd++;
+		end = strchr(cmd, '\'');
 		if (end == NULL)
 			break;
-		word = psprintf(" +%.*s", (int) (end - name), name);
-		if (strstr(psprintf("%s ", buf.data), psprintf("%s ", word)) == NULL)
-			appendStringInfoString(&buf, word);
+		word = psprintf(" +%.*s ", (int) (end - cmd), cmd);
+		if (strstr(buf.data, word) == NULL)
+			appendStringInfoString(&buf, word + 1);
 	}
-	return buf.len > 0 ? buf.data + 1 : NULL;
+	if (buf.len <= 1)
+		return NULL;
+	/* without the spaces around the list */
+	buf.data[--buf.len] = '\0';
+	return buf.data + 1;
 }
 
 /* The Redis user redislock connects as, for messages. */
