@@ -211,6 +211,9 @@ classify_refusal(const char *err, char *command, size_t size)
 		return is_scripting_command(command) ? RLR_SCRIPTING_DENIED :
 			RLR_COMMAND_DENIED;
 	}
+	/* Valkey 9 without its Lua engine, to SCRIPT LOAD and EVAL */
+	if (strstr(err, "Could not find scripting engine") != NULL)
+		return RLR_NO_SCRIPTING;
 	if (strncmp(err, "ERR unknown command", 19) == 0 ||
 		strncmp(err, "ERR unknown subcommand", 22) == 0)
 		return is_scripting_command(command) ? RLR_NO_SCRIPTING :

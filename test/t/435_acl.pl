@@ -80,6 +80,7 @@ my $node = RedisLockTest::node('acl', undef,
 	'redislock.deadlock_timeout' => '200ms',
 	'redislock.command_timeout' => '5s');
 my $obs = RedisLockTest::observer($node);
+my @cluster_acl;
 
 # --- the core subset -----------------------------------------------------------------
 # Each step: [what, code returning an error text or undef]; the session is new.
@@ -229,5 +230,54 @@ $redis->cli('CLIENT', 'KILL', 'USER', 'rl');
 $redis->cli('FLUSHALL');
 ($step, $err) = run_core();
 ok(!defined $step, 'with the whole ACL back, the core subset works again') or diag("$step: $err");
+$node->stop;
+
+# --- a cluster (one node serving every slot) with sharded pub/sub -------------------------
+# What a cluster adds to the table; everything else as above.
+@cluster_acl = (
+	[ '+cluster|slots', 'the slot map' ],
+	[ '+command|info',  'whether the servers have sharded pub/sub (SPUBLISH)', 'quiet' ],
+	[ '+asking',        'a slot in migration', 'quiet' ],
+	[ '+ssubscribe',    'waiting, with sharded pub/sub' ],
+	[ '+sunsubscribe',  'ending a wait, with sharded pub/sub', 'quiet' ],
+	[ '+spublish',      'unlock messages, with sharded pub/sub' ],
+);
+$redis = RedisLockTest::Redis->new(extra => [
+	'cluster-enabled yes', 'cluster-config-file nodes.conf',
+	'cluster-port ' . RedisLockTest::free_port() ]);
+$redis->cli('CLUSTER', 'ADDSLOTSRANGE', 0, 16383);
+until_ok('the one-node cluster is up', sub { $redis->cli('CLUSTER', 'INFO') =~ /cluster_state:ok/ });
+set_acl(map { $_->[0] } @acl, @cluster_acl);
+$node = RedisLockTest::node('acl_cluster', undef,
+	'redislock.url' => 'redis://rl@ignored',
+	'redislock.cluster_nodes' => '127.0.0.1:' . $redis->port,
+	'redislock.password' => 'pw',
+	'redislock.watchdog_timeout' => '1s',
+	'redislock.deadlock_timeout' => '200ms',
+	'redislock.command_timeout' => '5s');
+$obs = RedisLockTest::observer($node);
+isnt($redis->cli('CLUSTER', 'KEYSLOT', "${P}m1"), $redis->cli('CLUSTER', 'KEYSLOT', "${P}m2"),
+	'the multi-lock spans two slots');
+($step, $err) = run_core();
+ok(!defined $step, 'cluster: the core subset works as a Redis user with exactly the ACL of both tables')
+  or diag("$step: $err");
+for my $row (@cluster_acl)
+{
+	my $perm = $row->[0];
+	set_acl(map { $_->[0] } @acl, grep { $_->[0] ne $perm } @cluster_acl);
+	$redis->cli('CLIENT', 'KILL', 'USER', 'rl');
+	$redis->cli('SCRIPT', 'FLUSH');
+	$redis->cli('FLUSHALL');
+	my ($s2, $e2) = run_core();
+	if (($row->[2] // '') eq 'quiet')
+	{
+		ok(!defined $s2, "cluster: without $perm the core subset still works (needed for: $row->[1])") or diag("$s2: $e2");
+		next;
+	}
+	ok(defined $s2, "cluster: without $perm the core subset fails") or next;
+	note("cluster: without $perm, $s2: $e2");
+	my ($name) = $perm =~ /^\+(.*)/;
+	like($e2, qr/(?:"\Q$name\E"|\+\Q$name\E\b|\Q$name\E)/, "cluster: without $perm: the error names it");
+}
 
 done_testing;
