@@ -10,7 +10,8 @@
 # by the watchdog and the release of a terminated session's locks. Then each
 # permission is taken away in turn and the core subset must fail with an
 # ERROR that names what to grant (the command, or the key or channel
-# patterns). Takes about 40 s.
+# patterns). The same on a cluster (one node serving every slot, sharded
+# pub/sub) with what a cluster adds. Takes about 60 s.
 use strict;
 use warnings;
 use FindBin;
@@ -277,7 +278,7 @@ for my $row (@cluster_acl)
 	ok(defined $s2, "cluster: without $perm the core subset fails") or next;
 	note("cluster: without $perm, $s2: $e2");
 	my ($name) = $perm =~ /^\+(.*)/;
-	like($e2, qr/(?:"\Q$name\E"|\+\Q$name\E\b|\Q$name\E)/, "cluster: without $perm: the error names it");
+	like($e2, qr/HINT:  .*\+\Q$name\E\b/, "cluster: without $perm: the hint names it");
 }
 
 done_testing;
