@@ -109,7 +109,7 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 						   rl_conn_desc(c), r->str);
 			else
 			{
-				rl_fail(c, rl_is_refusal(r->str) ? RLF_DENIED : RLF_PROTOCOL,
+				rl_fail(c, strncmp(r->str, "NOPERM", 6) == 0 ? RLF_DENIED : RLF_PROTOCOL,
 						"The server refused to subscribe: %s", r->str);
 				c->errhint = rl_refusal_hint(r->str);
 			}
