@@ -456,9 +456,12 @@ rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 	/* CLIENT may be denied by an ACL: then we do without. */
 	for (int i = 0; i < st->id_reply; i++)
 		if (replies[i]->type == REDIS_REPLY_ERROR)
-			return rl_fail(c, RLF_SETUP,
-						   "The server refused the connection setup: %s",
-						   replies[i]->str);
+		{
+			rl_fail(c, RLF_SETUP, "The server refused the connection setup: %s",
+					replies[i]->str);
+			c->errhint = rl_refusal_hint(replies[i]->str);
+			return false;
+		}
 	c->ready = true;
 	if (replies[st->id_reply]->type == REDIS_REPLY_INTEGER)
 		c->client_id = replies[st->id_reply]->integer;
@@ -935,7 +938,9 @@ rl_is_noscript(const RLReply *r)
 
 /*
  * Second pipeline of rl_eval(): SCRIPT LOAD for each distinct forgotten
- * script, then the calls that failed with NOSCRIPT.
+ * script, then the calls that failed with NOSCRIPT. A refused load (an ACL
+ * without SCRIPT LOAD, SCRIPT renamed away) becomes the reply of its calls:
+ * their NOSCRIPT again would hide why.
  */
 static bool
 eval_again(RLConn *c, const RLEval *evals, const RLCommand *cmds,
@@ -943,17 +948,20 @@ eval_again(RLConn *c, const RLEval *evals, const RLCommand *cmds,
 {
 	RLCommand  *again = palloc0(sizeof(RLCommand) * nretry * 2);
 	RLReply   **again_replies = palloc(sizeof(RLReply *) * nretry * 2);
+	int		   *load_of = palloc(sizeof(int) * nretry);
 	int			nloads = 0;
 
 	for (int j = 0; j < nretry; j++)
 	{
 		const RedisScript *s = evals[retry[j]].script;
-		bool		seen = false;
 
-		for (int k = 0; k < j && !seen; k++)
-			seen = evals[retry[k]].script == s;
-		if (seen)
+		load_of[j] = -1;
+		for (int k = 0; k < j && load_of[j] < 0; k++)
+			if (evals[retry[k]].script == s)
+				load_of[j] = load_of[k];
+		if (load_of[j] >= 0)
 			continue;
+		load_of[j] = nloads;
 		rl_set_arg(&again[nloads], "SCRIPT", 6);
 		rl_set_arg(&again[nloads], "LOAD", 4);
 		rl_set_arg(&again[nloads], s->body, strlen(s->body));
@@ -964,7 +972,12 @@ eval_again(RLConn *c, const RLEval *evals, const RLCommand *cmds,
 	if (!rl_exec(c, nloads + nretry, again, again_replies))
 		return false;
 	for (int j = 0; j < nretry; j++)
-		replies[retry[j]] = again_replies[nloads + j];
+	{
+		RLReply    *load = again_replies[load_of[j]];
+
+		replies[retry[j]] = load->type == REDIS_REPLY_ERROR ? load :
+			again_replies[nloads + j];
+	}
 	return true;
 }
 

@@ -93,7 +93,8 @@ typedef enum RLFailure
 	RLF_PROTOCOL,				/* the peer does not speak RESP */
 	RLF_FAILOVER,				/* behind sentinels: not the master (now) */
 	RLF_CLUSTER,				/* cluster down, slot unserved, redirect loop */
-	RLF_MAJORITY				/* Redlock: too few masters answered */
+	RLF_MAJORITY,				/* Redlock: too few masters answered */
+	RLF_DENIED					/* the Redis user's ACL refused a command */
 } RLFailure;
 
 typedef struct RLConn
@@ -173,6 +174,9 @@ typedef enum RLOp
 /* report.c */
 extern const char *rl_conn_desc(const RLConn *c);
 extern bool rl_is_not_lock(const RLReply *r);
+extern bool rl_is_refusal(const char *err);
+extern const char *rl_refusal_hint(const char *err);
+extern void rl_report_refusal(const char *err, const char *object);
 extern bool rl_fail_on(RLConn *c, RLFailure failure, const char *server,
 					   const char *fmt,...) pg_attribute_printf(4, 5);
 extern char *rl_failure_text(const RLConn *c);

@@ -336,11 +336,14 @@ static void
 bad_reply(const RLReply *r, const char *what)
 {
 	if (r->type == REDIS_REPLY_ERROR)
+	{
+		rl_report_refusal(r->str, what);
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("could not check Redis locks for a deadlock"),
 				 errdetail_internal("Redis server \"%s\" answered %s: %s",
 									rl_server_desc(), what, r->str)));
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 			 errmsg("could not check Redis locks for a deadlock"),

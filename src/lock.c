@@ -201,6 +201,17 @@ rl_run_acquisition(const RLEval *e, RLReply **wait)
 pg_noreturn void
 rl_replicas_unconfirmed(const RLReply *r, const char *name, bool given_back)
 {
+	/* WAIT renamed away or denied: no replica will ever confirm */
+	if (r->type == REDIS_REPLY_ERROR && rl_is_refusal(r->str))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("redislock.sync_replicas needs the WAIT command, which Redis server \"%s\" refuses",
+						rl_server_desc()),
+				 errdetail("WAIT after acquiring Redis lock \"%s\" failed: %s; %s.",
+						   name, r->str,
+						   given_back ? "the lock was given back" :
+						   "it is given back on this session's next call or by the redislock worker"),
+				 errhint("Set redislock.sync_replicas = 0 for this server (some managed services have no WAIT), or make WAIT available to the Redis user.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("Redis lock \"%s\" was not confirmed by %d replicas",

@@ -108,8 +108,11 @@ subscribe_once(RLConn *c, int nchannels, const char *const *channels,
 						   "Redis server \"%s\" refused to subscribe: %s",
 						   rl_conn_desc(c), r->str);
 			else
-				rl_fail(c, RLF_PROTOCOL, "The server refused to subscribe: %s",
-						r->str);
+			{
+				rl_fail(c, strncmp(r->str, "NOPERM", 6) == 0 ? RLF_DENIED : RLF_PROTOCOL,
+						"The server refused to subscribe: %s", r->str);
+				c->errhint = rl_refusal_hint(r->str);
+			}
 			freeReplyObject(r);
 			rl_disconnect(c);
 			return false;

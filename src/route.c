@@ -327,9 +327,14 @@ refresh_map(void)
 			continue;
 		}
 		if (replies[0]->type == REDIS_REPLY_ERROR)
-			return rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
-							  "Redis server \"%s\" cannot serve as a cluster node: %s",
-							  c->node.desc, replies[0]->str);
+		{
+			rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
+					   "Redis server \"%s\" cannot serve as a cluster node: %s",
+					   c->node.desc, replies[0]->str);
+			/* an ACL without CLUSTER SLOTS: say what to grant */
+			rl_cmd_conn.errhint = rl_refusal_hint(replies[0]->str);
+			return false;
+		}
 		if (!slots_reply_ok(replies[0]))
 			return rl_fail_on(&rl_cmd_conn, RLF_PROTOCOL, c->node.desc,
 							  "Unexpected reply to CLUSTER SLOTS.");

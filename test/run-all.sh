@@ -238,7 +238,7 @@ fi
 
 # --- 3. work dir owned by the server user ------------------------------------
 WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
-for d in sql lua test docs contrib; do    # docs, contrib: tests 405, 440, 441
+for d in sql lua test docs contrib; do    # docs, contrib: tests 405, 437, 440, 441
     [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
 done
 for f in Makefile redislock.control; do    # for "make installcheck"
