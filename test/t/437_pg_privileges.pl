@@ -1,5 +1,5 @@
 # 437_pg_privileges.pl — which PostgreSQL roles may call what, checked
-# against the table of docs/notes/managed.md ("PostgreSQL roles"): every
+# against the table of docs/security.md ("PostgreSQL roles"): every
 # function, view and setting of the extension (from the catalog) has a row
 # there and every row exists; a role with no grants may execute, select and
 # set exactly what the table says (has_function_privilege,
@@ -13,15 +13,15 @@ use lib "$FindBin::RealBin/../lib";
 use RedisLockTest;
 use Test::More;
 
-my $doc = "$FindBin::RealBin/../../docs/notes/managed.md";
+my $doc = "$FindBin::RealBin/../../docs/security.md";
 my (%func, %view, %setting);
 {
 	open my $fh, '<', $doc or die "$doc: $!";
 	my $in = 0;
 	while (<$fh>)
 	{
-		$in = 1 if /^## PostgreSQL roles/;
-		$in = 0 if $in && /^## / && !/PostgreSQL roles/;
+		$in = 1 if /^#+ PostgreSQL roles/;
+		$in = 0 if $in && /^#+ / && !/PostgreSQL roles/;
 		next unless $in && /^\| `([^`]+)` \| (function|view|setting) \| ([^|]+?) \|/;
 		my ($name, $kind, $who) = ($1, $2, $3);
 		($kind eq 'function' ? \%func : $kind eq 'view' ? \%view : \%setting)->{$name} = $who;
