@@ -28,6 +28,7 @@ OBJS = \
 	src/redislock.o \
 	src/redlock.o \
 	src/registry.o \
+	src/registry_waits.o \
 	src/report.o \
 	src/resolve.o \
 	src/route.o \

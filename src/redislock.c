@@ -145,6 +145,7 @@ shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	rl_registry_request();
+	rl_registry_waits_request();
 	rl_onlost_request();
 	rl_wakeup_request();
 }
@@ -155,6 +156,7 @@ shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	rl_registry_startup();
+	rl_registry_waits_startup();
 	rl_onlost_startup();
 	rl_wakeup_startup();
 }

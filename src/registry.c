@@ -65,17 +65,6 @@ int			rl_max_locks = 4096;
 static RegistryShared *shared = NULL;
 static uint64 *proc_sessions = NULL;	/* by pgprocno: session number or 0 */
 
-/*
- * By pgprocno: what the session there waits for. Only that session writes
- * its entry (at the start and end of a wait), under the registry's lock.
- */
-typedef struct WaitEntry
-{
-	uint64		session;		/* 0: not waiting */
-	RLWaitCopy	wait;
-} WaitEntry;
-
-static WaitEntry *proc_waits = NULL;
 static uint64 my_session = 0;
 
 /*
@@ -110,7 +99,6 @@ rl_registry_request(void)
 {
 	RequestAddinShmemSpace(registry_size());
 	RequestAddinShmemSpace(mul_size(sizeof(uint64), rl_registry_nprocs()));
-	RequestAddinShmemSpace(mul_size(sizeof(WaitEntry), rl_registry_nprocs()));
 	RequestAddinShmemSpace(hash_estimate_size(rl_max_locks, sizeof(RoleCount)));
 	RequestNamedLWLockTranche("redislock", 1);
 }
@@ -167,10 +155,6 @@ rl_registry_startup(void)
 									sizeof(uint64) * rl_registry_nprocs(), &found);
 	if (!found)
 		memset(proc_sessions, 0, sizeof(uint64) * rl_registry_nprocs());
-	proc_waits = ShmemInitStruct("redislock waits",
-								 sizeof(WaitEntry) * rl_registry_nprocs(), &found);
-	if (!found)
-		memset(proc_waits, 0, sizeof(WaitEntry) * rl_registry_nprocs());
 	{
 		HASHCTL		info;
 
@@ -187,10 +171,7 @@ static void
 forget_session(int code, Datum arg)
 {
 	if (MyProc != NULL)
-	{
 		proc_sessions[RL_MY_PROCNO] = 0;
-		proc_waits[RL_MY_PROCNO].session = 0;	/* a wait cut off by FATAL */
-	}
 }
 
 bool
@@ -878,77 +859,19 @@ rl_registry_cycle_end(TimestampTz next)
 }
 
 /*
- * Publishes what this session starts to wait for: n names of kind (as far
- * as they fit), since started. Cheap: no Redis, one short lock.
+ * The session number of process slot procno (0: none), for the wait table
+ * (registry_waits.c): an entry there counts only while it shows that number.
  */
-void
-rl_registry_wait_begin(RLKind kind, bool fair, int n, const char *const *names,
-					   TimestampTz started)
+uint64
+rl_registry_proc_session(int procno)
 {
-	WaitEntry  *e;
-	size_t		used = 0;
-	int			stored = 0;
-	uint64		session;
-
-	if (shared == NULL || MyProc == NULL)
-		return;
-	session = session_number();
-	e = &proc_waits[RL_MY_PROCNO];
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	e->session = session;
-	e->wait.pid = MyProcPid;
-	e->wait.kind = (uint8) kind;
-	e->wait.fair = fair;
-	e->wait.nnames = (int16) n;
-	e->wait.started = started;
-	snprintf(e->wait.owner, sizeof(e->wait.owner), "%s:" UINT64_FORMAT,
-			 shared->instance_id, my_session);
-	for (; stored < n; stored++)
-	{
-		size_t		len = strlen(names[stored]) + 1;
-
-		if (used + len > sizeof(e->wait.names))
-			break;
-		memcpy(e->wait.names + used, names[stored], len);
-		used += len;
-	}
-	e->wait.nstored = (int16) stored;
-	LWLockRelease(shared->lock);
-}
-
-/* This session no longer waits. */
-void
-rl_registry_wait_end(void)
-{
-	if (shared == NULL || MyProc == NULL)
-		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	proc_waits[RL_MY_PROCNO].session = 0;
-	LWLockRelease(shared->lock);
-}
-
-/*
- * Copies what every waiting session of this server waits for (palloc'd
- * array in *copies); a session that ended is left out.
- */
-int
-rl_registry_wait_snapshot(RLWaitCopy **copies)
-{
-	int			n = 0;
-
-	*copies = palloc(sizeof(RLWaitCopy) * rl_registry_nprocs());
-	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < rl_registry_nprocs(); i++)
-		if (proc_waits[i].session != 0 &&
-			proc_waits[i].session == proc_sessions[i])
-			(*copies)[n++] = proc_waits[i].wait;
-	LWLockRelease(shared->lock);
-	return n;
+	Assert(procno >= 0 && procno < rl_registry_nprocs());
+	return proc_sessions[procno];
 }
 
 /* The session number of an owner id of this server, or 0. */
-static uint64
-session_of(const char *owner)
+uint64
+rl_registry_session_of(const char *owner)
 {
 	size_t		idlen;
 	char	   *end;
@@ -974,7 +897,7 @@ session_of(const char *owner)
 int
 rl_registry_owner_pid(const char *owner)
 {
-	uint64		session = session_of(owner);
+	uint64		session = rl_registry_session_of(owner);
 
 	if (session == 0)
 		return 0;
@@ -982,31 +905,6 @@ rl_registry_owner_pid(const char *owner)
 		if (proc_sessions[i] == session)
 			return ProcGlobal->allProcs[i].pid;
 	return 0;
-}
-
-/*
- * Whether the session with that owner id waits now, if it is one of this
- * server's (*started: since when). A session of ours that has ended waits
- * for nothing.
- */
-RLOwnerWait
-rl_registry_owner_wait(const char *owner, TimestampTz *started)
-{
-	uint64		session = session_of(owner);
-	RLOwnerWait result = RL_OWNER_IDLE;
-
-	if (session == 0)
-		return RL_OWNER_ELSEWHERE;
-	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < rl_registry_nprocs(); i++)
-		if (proc_sessions[i] == session && proc_waits[i].session == session)
-		{
-			*started = proc_waits[i].wait.started;
-			result = RL_OWNER_WAITS;
-			break;
-		}
-	LWLockRelease(shared->lock);
-	return result;
 }
 
 void

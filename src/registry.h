@@ -156,6 +156,12 @@ extern uint32 rl_registry_renewed_server(void);
 extern void rl_registry_cycle_begin(void);
 extern TimestampTz rl_registry_cycle_end(TimestampTz next);
 
+extern uint64 rl_registry_proc_session(int procno);
+extern uint64 rl_registry_session_of(const char *owner);
+
+/* registry_waits.c: the wait table */
+extern void rl_registry_waits_request(void);
+extern void rl_registry_waits_startup(void);
 extern void rl_registry_wait_begin(RLKind kind, bool fair, int n,
 								   const char *const *names, TimestampTz started);
 extern void rl_registry_wait_end(void);
