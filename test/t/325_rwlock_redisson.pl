@@ -507,16 +507,22 @@ sub stale_reader
 	return $jc;
 }
 
-# 5b. the sole live SQL reader upgrades past the stale field
+# 5b. the stale field still counts, as for Redisson's writer (R4): the sole
+#     live SQL reader cannot upgrade past it; once the Redisson reader
+#     unlocks (late, its hold still found), A upgrades
 {
 	my $name = 'rwi:crash:2';
 	my $jc = stale_reader($name);
 	is($b->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
 		'SQL B cannot write: A reads');
+	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
+		'SQL A, the only live reader, cannot upgrade past the stale reader');
+	is($rc->cmd('HGET', $name, $jc->owner(1)), '1', "the stale reader's field is untouched");
+	is($jc->unlock_read($name, 1), 0, "the Redisson reader's late unlock finds its hold: 0 (A reads on)");
 	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 't',
-		'SQL A, the only live reader, upgrades to write at once');
+		'SQL A, now the only reader, upgrades to write at once');
 	is_deeply(shape($name), { mode => 'write', readers => { $a_id => 1 }, writers => { $a_id => 1 } },
-		'mode write, A reads and writes, the stale field purged');
+		'mode write, A reads and writes');
 	is($c->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 'f', 'SQL C cannot read');
 	is($a->query("SELECT redis_write_lock_release('$name')"), 't', 'A releases the write hold');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'A releases the read hold');
