@@ -46,7 +46,7 @@ SUBSET=(000_harness 010_blocking 020_fair_fifo 030_cancel 040_session_end
         405_pg_cron 410_procedures 420_hot_standby)
 
 # Run on the host only (see the --full case below).
-HOST_ONLY=(500_redisson_real 505_redisson_real_cluster)
+HOST_ONLY=(500_redisson_real 505_redisson_real_cluster 515_redisson_rw)
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 [ $# -ge 2 ] || { usage >&2; exit 2; }

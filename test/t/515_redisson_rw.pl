@@ -13,12 +13,13 @@
 #                   counts as a reader, as for Redisson's writer: the SQL
 #                   reader's upgrade and another SQL writer are refused, the
 #                   Java reader's late unlock still finds its hold.
-# Both failed on the code before the fix for every version except 4.7.0
-# (r1-fixed-read: Java 4.4+ renews only its own keys) and were fixed by
-# restoring a fixed-lease SQL read hold's keys to its remaining lease and by
-# counting every reader field in the hash, live or not, in write_acquire.lua.
-# One PostgreSQL node and one JVM per version. Takes about 20 s per version
-# (about 3 min for all eight), most of it Java's lease waited out once.
+# Both failed on the code before the fix for every version, except
+# r1-fixed-read on 4.7.0 (Java 4.4+ renews only its own keys); they were
+# fixed by restoring a fixed-lease SQL read hold's keys to its remaining
+# lease and by counting every reader field in the hash, live or not, in
+# write_acquire.lua.
+# One PostgreSQL node and one JVM per version. Takes about 12 s per version
+# (about 100 s for all eight), most of it Java's lease waited out once.
 #
 # No sleeps and no timing thresholds: "Java's lease has passed" is a marker
 # key set with PX of that lease in Redis and waited out; everything else
