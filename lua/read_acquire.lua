@@ -9,7 +9,8 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<session>"
 -- ARGV[3]  the owner's read count after this call; an absolute count makes
---          a retry after a lost reply harmless
+--          a retry after a lost reply harmless. Each hold up to it gets at
+--          least the lease (a re-entry sets it again, never shorter).
 -- Returns {1, 0, fresh}: taken (fresh = 1 when the owner had no read hold
 --         before); {0, pttl}: a writer holds it, or a redislock writer
 --         waits (pttl of the lock or of that writer's mark).
@@ -53,8 +54,11 @@ end
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
-for n = count + 1, target do
-    redis.call('set', KEYS[2] .. ':' .. n, '1', 'px', ARGV[1])
+for n = 1, target do
+    local key = KEYS[2] .. ':' .. n
+    if redis.call('pttl', key) < tonumber(ARGV[1]) then
+        redis.call('set', key, '1', 'px', ARGV[1])
+    end
 end
 if target > count then
     redis.call('hset', KEYS[1], owner, target)

@@ -5,7 +5,7 @@
 -- KEYS[3]  the owner's timeout key prefix {<name>}:<owner>:rwlock_timeout
 -- KEYS[4]  the readers' key prefix {<name>}
 -- KEYS[5]  redislock_rwlock_writer:{<name>}, a waiting redislock writer's
---          mark: when it is itself the only live reader left (it waits to
+--          mark: when it is itself the only reader left (it waits to
 --          upgrade), it is told with "1"
 -- ARGV[1]  owner id
 -- ARGV[2]  read count to keep (0 = release); never raises the count, so it
@@ -37,26 +37,25 @@ end
 
 local remain = -3
 local upgrader = redis.call('get', KEYS[5])
-local others_live = false
+local others = false
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local count = tonumber(fields[i + 1])
     if fields[i] ~= 'mode' and count then
+        -- as for write_acquire.lua, a reader whose hold ran out counts
+        others = others or fields[i] ~= upgrader
         for n = count, 1, -1 do
             local t = redis.call('pttl', KEYS[4] .. ':' .. fields[i] ..
                                  ':rwlock_timeout:' .. n)
             if t > remain then
                 remain = t
             end
-            if t > 0 and fields[i] ~= upgrader then
-                others_live = true
-            end
         end
     end
 end
 if remain > 0 then
     redis.call('pexpire', KEYS[1], remain)
-    if upgrader and not others_live then
+    if upgrader and not others then
         redis.call(ARGV[3], KEYS[2], '1')
     end
     return before

@@ -1,16 +1,16 @@
--- read_renew.lua: give an owner's read holds their full lease again (the
--- watchdog; as Redisson 4.4+'s ReadLockTask, only the owner's own
--- timeout keys are renewed, so a crashed reader's holds still run out).
--- With lease 0 (a fixed-lease hold, never renewed) only the hash is kept
--- alive as long as the owner's own timeout keys: another client's renewal
--- (Redisson's ReadLockTask sets the hash to its own lease) may have cut it
--- shorter, and the hash must not vanish under a hold that has not ended.
+-- read_renew.lua: keep an owner's read holds in Redis for what they are
+-- owed. As Redisson 4.4+'s ReadLockTask, only the owner's own timeout keys
+-- are touched, so a crashed reader's holds still run out. A watchdog hold
+-- is owed its full lease; a fixed-lease hold what remains of its lease:
+-- Redisson's read renewal before 4.4 PEXPIREs every reader's timeout keys
+-- to its own lease, and any Redisson reader's renewal or unlock sets the
+-- hash to its own lease, so either may have been cut shorter and is put
+-- back here. Nothing is shortened.
 -- KEYS[1]  lock hash <name>
 -- KEYS[2]  the owner's timeout key prefix {<name>}:<owner>:rwlock_timeout
--- ARGV[1]  lease in milliseconds, or 0 (see above)
+-- ARGV[1]  what the owner's holds are owed, in milliseconds (> 0)
 -- ARGV[2]  owner id
--- Returns 1 when renewed (or kept), 0 when the owner holds no read hold
--- (lost).
+-- Returns 1 when kept, 0 when the owner holds no read hold (lost).
 if redis.call('type', KEYS[1]).ok ~= 'hash' then
     return 0
 end
@@ -18,20 +18,14 @@ local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or 0)
 if count == 0 then
     return 0
 end
-local lease = tonumber(ARGV[1])
-if lease == 0 then
-    for n = 1, count do
-        local t = redis.call('pttl', KEYS[2] .. ':' .. n)
-        if t > lease then
-            lease = t
-        end
-    end
-else
-    for n = 1, count do
-        redis.call('set', KEYS[2] .. ':' .. n, '1', 'px', ARGV[1])
+local owed = tonumber(ARGV[1])
+for n = 1, count do
+    local key = KEYS[2] .. ':' .. n
+    if redis.call('pttl', key) < owed then
+        redis.call('set', key, '1', 'px', owed)
     end
 end
-if lease > 0 and redis.call('pttl', KEYS[1]) < lease then
-    redis.call('pexpire', KEYS[1], lease)
+if redis.call('pttl', KEYS[1]) < owed then
+    redis.call('pexpire', KEYS[1], owed)
 end
 return 1

@@ -1,12 +1,10 @@
 -- write_acquire.lua: take or re-enter the exclusive hold of a read-write
 -- lock (Redisson RReadWriteLock writeLock() layout), or upgrade the
--- owner's read hold when it is the only live reader.
+-- owner's read hold when it is the only reader.
 -- KEYS[1]  lock hash <name> (see read_acquire.lua)
 -- KEYS[2]  fencing counter redisson_lock_token:{<name>}, shared with
 --          exclusive locks of the name
--- KEYS[3]  the readers' key prefix {<name>}: reader <r>'s hold n is alive
---          while <prefix>:<r>:rwlock_timeout:n exists
--- KEYS[4]  redislock_rwlock_writer:{<name>}, this writer's mark while it
+-- KEYS[3]  redislock_rwlock_writer:{<name>}, this writer's mark while it
 --          waits (see read_acquire.lua); removed when it takes the lock
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id
@@ -40,29 +38,22 @@ local mode = redis.call('hget', KEYS[1], 'mode')
 -- refused: wait at most pttl ms before trying again
 local function blocked(pttl)
     if tonumber(ARGV[5]) > 0 then
-        redis.call('set', KEYS[4], owner, 'px', ARGV[5])
+        redis.call('set', KEYS[3], owner, 'px', ARGV[5])
     end
     return {0, pttl or redis.call('pttl', KEYS[1])}
 end
 
--- the longest remaining hold of a reader other than the owner, in ms; 0
--- when none is left (their holds ran out)
-local function other_readers_pttl()
-    local longest = 0
-    local fields = redis.call('hgetall', KEYS[1])
-    for i = 1, #fields, 2 do
-        local count = tonumber(fields[i + 1])
-        if fields[i] ~= 'mode' and fields[i] ~= owner and count then
-            for n = count, 1, -1 do
-                local t = redis.call('pttl', KEYS[3] .. ':' .. fields[i] ..
-                                     ':rwlock_timeout:' .. n)
-                if t > longest then
-                    longest = t
-                end
-            end
+-- whether a reader other than the owner has a field in the hash: as for
+-- Redisson's writer, whose hold ran out (its timeout keys lapsed) still
+-- counts while the hash lives; ours are given back when their session ends
+local function other_readers()
+    local fields = redis.call('hkeys', KEYS[1])
+    for _, f in ipairs(fields) do
+        if f ~= 'mode' and f ~= owner then
+            return true
         end
     end
-    return longest
+    return false
 end
 
 if (mode == false and redis.call('exists', KEYS[1]) == 1) or foreign(KEYS[1]) then
@@ -71,13 +62,9 @@ end
 if mode == 'write' and redis.call('hexists', KEYS[1], field) == 0 then
     return blocked()
 end
-if mode == 'read' then
-    -- wait for the other live readers only (an upgrade not for its own
-    -- hold); readers whose holds all ran out no longer count
-    local others = other_readers_pttl()
-    if others > 0 then
-        return blocked(others)
-    end
+if mode == 'read' and other_readers() then
+    -- an upgrade waits for the other readers only, not for its own hold
+    return blocked()
 end
 
 local held = mode == 'write'
@@ -86,13 +73,6 @@ if held then
     token = tonumber(redis.call('get', KEYS[2])) or 0
 else
     token = redis.call('incr', KEYS[2])
-    -- readers whose holds ran out no longer count (an upgrade passed them)
-    local fields = redis.call('hkeys', KEYS[1])
-    for _, f in ipairs(fields) do
-        if f ~= 'mode' and f ~= owner then
-            redis.call('hdel', KEYS[1], f)
-        end
-    end
 end
 redis.call('pexpire', KEYS[2], ARGV[4])
 redis.call('hset', KEYS[1], 'mode', 'write')
@@ -102,7 +82,7 @@ end
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
-if redis.call('get', KEYS[4]) == owner then
-    redis.call('del', KEYS[4])
+if redis.call('get', KEYS[3]) == owner then
+    redis.call('del', KEYS[3])
 end
 return {1, token, held and 0 or 1}

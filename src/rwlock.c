@@ -63,12 +63,25 @@ rw_channel(const char *name, bool fair)
 	return rwlock_channel_key(name);
 }
 
+/*
+ * Redis counts one read hold per session, however many the session holds
+ * (they are counted in the session, as local re-entries of locks are):
+ * Redisson 3.44-3.52's read renewal fails for every client of a lock where
+ * any reader's count is above 1, and a nested hold's own timeout key is
+ * renewed by nothing after 3.52 while the hash lives. A nested hold sets
+ * the one key's lease again, never shorter (read_acquire.lua); the last
+ * release gives it back.
+ */
+#define REDIS_READ_HOLDS(n) Min((n), 1)
+
 /* A read hold bringing our count to target. */
 static void
 read_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 				  bool fair, bool enqueue)
 {
 	const char *owner = rl_owner_id();
+
+	Assert(target >= 1);
 
 	e->script = &rl_script_read_acquire;
 	e->nkeys = 3;
@@ -78,7 +91,7 @@ read_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 	e->nargs = 3;
 	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = owner;
-	e->args[2] = rl_int64_arg(target);
+	e->args[2] = rl_int64_arg(REDIS_READ_HOLDS(target));
 }
 
 /*
@@ -93,11 +106,10 @@ write_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 				   bool fair, bool enqueue)
 {
 	e->script = &rl_script_write_acquire;
-	e->nkeys = 4;
+	e->nkeys = 3;
 	e->keys[0] = ll->name;
 	e->keys[1] = token_key(ll->name);
-	e->keys[2] = readers_prefix(ll->name);
-	e->keys[3] = writer_mark_key(ll->name);
+	e->keys[2] = writer_mark_key(ll->name);
 	e->nargs = 5;
 	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = rl_owner_id();
@@ -123,7 +135,7 @@ read_release_eval(RLEval *e, const char *name, const char *owner,
 	e->keys[4] = writer_mark_key(name);
 	e->nargs = 3;
 	e->args[0] = owner;
-	e->args[1] = rl_int64_arg(keep);
+	e->args[1] = rl_int64_arg(REDIS_READ_HOLDS(keep));
 	e->args[2] = rl_publish_command();
 }
 
@@ -148,7 +160,11 @@ write_release_eval(RLEval *e, const char *name, const char *owner,
 	e->args[3] = leave ? "1" : "0";
 }
 
-/* The watchdog's renewal of read holds, with their own timeout keys. */
+/*
+ * The worker's renewal of read holds: their own timeout keys and the hash
+ * get at least lease_ms (a watchdog hold's lease, what remains of a fixed
+ * one's).
+ */
 static void
 read_renew_eval(RLEval *e, const char *name, const char *owner,
 				int64 lease_ms, int32 holds, bool restore)
@@ -184,12 +200,18 @@ write_renew_eval(RLEval *e, const char *name, const char *owner,
  */
 #define RW_NO_REDLOCK "Readers share a hold that each master counts on its own: masters that lost or missed a release cannot be told apart from live readers, so a majority does not make a writer's hold exclusive."
 
+/*
+ * A read hold's field stays in the hash after its lease for as long as
+ * other readers keep the hash, and writers, Redisson's and ours, wait for
+ * it: an ended session's read holds are given back even past their lease.
+ */
 const RLPrimitive rl_read_primitive = {
 	.label = "read",
 	.noun = "Redis read lock",
 	.plural = "Redis read-write locks",
 	.no_redlock = RW_NO_REDLOCK,
 	.waiter_place = false,
+	.outlives_lease = true,
 	.acquire = read_acquire_eval,
 	.release = read_release_eval,
 	.renew = read_renew_eval,

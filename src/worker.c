@@ -119,12 +119,12 @@ slot_holds(const RLSlot *s)
 
 /*
  * How often a held slot is renewed: a watchdog hold every third of its
- * lease. A fixed-lease read hold is never renewed, but its hash is kept
- * alive as long as its own timeout keys (read_renew.lua with lease 0), as
- * often as a watchdog hold would be: a Redisson reader's watchdog sets the
- * hash to its own lease and, should it crash, would take ours with it.
- * Near its end a fixed hold is left alone (0). Returns the period in ms and
- * the time counted from.
+ * lease. A fixed-lease read hold is never renewed, but its timeout keys and
+ * the hash are kept at what remains of its lease (read_renew.lua), as often
+ * as a watchdog hold would be: a Redisson reader's watchdog sets the hash,
+ * and before 4.4 every reader's timeout keys, to its own lease, and once it
+ * left, ours would run out early. Near its end a fixed hold is left alone
+ * (0). Returns the period in ms and the time counted from.
  */
 static int64
 renewal_period(const RLSlot *s, TimestampTz now, TimestampTz *since)
@@ -243,6 +243,23 @@ restore_holds(RLSlotCopy **items, int n)
 								items[i]->slot.epoch, sent, true, masters[i]);
 }
 
+/*
+ * What Redis must keep of a hold renewed at now: a watchdog hold's full
+ * lease, a fixed-lease read hold what remains of the lease the session
+ * counts on, from when it was asked for (so a bit less than Redis gave).
+ */
+static int64
+owed_ms(const RLSlot *s, TimestampTz now)
+{
+	TimestampTz end = TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms);
+
+	if (s->watchdog)
+		return s->lease_ms;
+	Assert(s->kind == RL_KIND_READ);
+	/* a cycle that took long may send it just past the end: 1 ms is nothing */
+	return Max((end - now) / 1000, 1);
+}
+
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
 static bool
 renew_batch(RLSlotCopy **items, int n)
@@ -257,7 +274,7 @@ renew_batch(RLSlotCopy **items, int n)
 	for (int i = 0; i < n; i++)
 		rl_renew_eval(&evals[i], (RLKind) items[i]->slot.kind,
 					  items[i]->slot.name, items[i]->slot.owner,
-					  items[i]->slot.watchdog ? items[i]->slot.lease_ms : 0,
+					  owed_ms(&items[i]->slot, sent),
 					  slot_holds(&items[i]->slot), false);
 
 	/*

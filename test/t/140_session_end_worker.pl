@@ -3,7 +3,8 @@
 # once Redis is back (AOF brought the keys back) the worker releases them
 # (worker_released, LOG line), long before their 10 min lease; the next
 # client gets the lock at once.  An orphan whose lease has passed is dropped
-# without a release.  With Redis up, a session's exit releases its locks
+# without a release, but for a read hold, whose field outlives its lease
+# while another reader keeps the hash: that is given back.  With Redis up, a session's exit releases its locks
 # itself and the worker has nothing to do.
 use strict;
 use warnings;
@@ -137,6 +138,37 @@ sub holder
 	is(lock_stats($obs)->{worker_released}, $s0->{worker_released}, 'not counted as released by the worker');
 	until_ok('the worker talks to Redis again',
 		sub { slurp($node->logfile) =~ /redislock watchdog reached Redis server ".*" again/ });
+}
+
+# --- 5. a read hold outlives its lease while another reader keeps the hash -----------------
+# Its field still counts as a reader for writers (as for Redisson's), so
+# the worker gives it back even past its lease, and the live reader can
+# then upgrade.
+{
+	my $a = RedisLockTest::Session->new($node);
+	my $a_id = $a->query('SELECT redis_lock_owner_id()');
+	my $h = holder();
+	my $pid = $h->pid;
+	my $id = $h->query('SELECT redis_lock_owner_id()');
+	is($a->query("SELECT redis_read_lock_acquire('r:stale', '0', '10 min')"), 't', 'reader A: r:stale (10 min)');
+	is($h->query("SELECT redis_read_lock_acquire('r:stale', '0', '3 s')"), 't', 'holder: r:stale (3 s fixed)');
+	my $s0 = lock_stats($obs);
+	reset_rc();
+	$redis->stop;
+	ok($h->terminate($T), 'holder terminated while Redis is down');
+	until_ok("r:stale 'releasing'", sub { states($pid) eq 'r:stale=releasing' });
+	until_ok("the holder's lease has passed (PostgreSQL's clock)", sub {
+		$obs->query("SELECT bool_and(clock_timestamp() > renewed_at + lease) FROM redis_locks WHERE pid = $pid") eq 't';
+	});
+	is(states($pid), 'r:stale=releasing', 'the worker keeps it to give back');
+	$redis->start;
+	until_ok("the worker gives the holder's field back", sub { !rc()->cmd('HEXISTS', 'r:stale', $id) });
+	is(rc()->cmd('HGET', 'r:stale', $a_id), '1', "A's read hold stays");
+	until_ok('worker_released +1', sub { lock_stats($obs)->{worker_released} == $s0->{worker_released} + 1 });
+	until_ok('no rows left for the ended session', sub { states($pid) eq '' });
+	is($a->query("SELECT redis_write_lock_acquire('r:stale', '0', '10 min')"), 't', 'A, the only reader, upgrades');
+	is($a->query('SELECT redis_lock_release_all()'), 2, 'A leaves');
+	$a->close;
 }
 
 is($obs->query('SELECT count(*) FROM redis_locks'), 0, 'redis_locks empty at the end');

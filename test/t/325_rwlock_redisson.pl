@@ -156,20 +156,20 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A reads');
 	is($java->try_read_lock($name, 1), undef, 'Redisson thread 1 reads too: readers share');
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't',
-		'SQL A re-enters its read (nested hold 2)');
+		'SQL A re-enters its read (nested hold 2, counted in the session)');
 	is($b->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't',
 		'SQL B reads as well, with a Redisson reader in');
 	is($java->try_read_lock($name, 2), undef, 'Redisson thread 2 reads, with SQL readers in');
 	my $st = $java->rw_state($name);
 	is($st->{mode}, 'read', 'rw_state: mode read');
 	is_deeply($st->{readers},
-		{ $a_id => 2, $b_id => 1, $java->owner(1) => 1, $java->owner(2) => 1 },
-		'rw_state: all four readers, SQL and Redisson, in one hash (A with count 2)');
+		{ $a_id => 1, $b_id => 1, $java->owner(1) => 1, $java->owner(2) => 1 },
+		'rw_state: all four readers, SQL and Redisson, in one hash (A counted once: nested holds are counted in the session)');
 	is_deeply($st->{writers}, {}, 'rw_state: no writer');
 	ok(!grep({ $_ <= 0 } map { @$_ } values %{ $st->{timeouts} }),
 		'every read hold, SQL and Redisson, has its live rwlock_timeout:n key')
 	  or diag(explain($st->{timeouts}));
-	is(scalar(@{ $st->{timeouts}{$a_id} }), 2, "A's nested hold has keys :1 and :2");
+	is(scalar(@{ $st->{timeouts}{$a_id} }), 1, "A's nested holds share key :1");
 	is($java->is_read_locked($name) . $java->is_write_locked($name), '10',
 		'Redisson isLocked: read yes, write no');
 	is($a->query("SELECT rw_mode FROM redis_lock_status('$name')"), 'read',
@@ -186,6 +186,8 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 
 	is($java->unlock_read($name, 1), 0, 'Redisson thread 1 leaves: 0 (SQL readers live)');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A drops one hold');
+	ok($rc->cmd('HGET', $name, $a_id) eq '1' && $rc->cmd('PTTL', tkey($name, $a_id, 1)) > 0,
+		'... A still reads in Redis, with its live key :1 (a hold is left in the session)');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A drops its last hold');
 	is($rc->cmd('EXISTS', tkey($name, $a_id, 1)) + $rc->cmd('EXISTS', tkey($name, $a_id, 2)), 0,
 		"A's timeout keys are deleted");
@@ -507,16 +509,22 @@ sub stale_reader
 	return $jc;
 }
 
-# 5b. the sole live SQL reader upgrades past the stale field
+# 5b. the stale field still counts, as for Redisson's writer (R4): the sole
+#     live SQL reader cannot upgrade past it; once the Redisson reader
+#     unlocks (late, its hold still found), A upgrades
 {
 	my $name = 'rwi:crash:2';
 	my $jc = stale_reader($name);
 	is($b->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
 		'SQL B cannot write: A reads');
+	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
+		'SQL A, the only live reader, cannot upgrade past the stale reader');
+	is($rc->cmd('HGET', $name, $jc->owner(1)), '1', "the stale reader's field is untouched");
+	is($jc->unlock_read($name, 1), 0, "the Redisson reader's late unlock finds its hold: 0 (A reads on)");
 	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 't',
-		'SQL A, the only live reader, upgrades to write at once');
+		'SQL A, now the only reader, upgrades to write at once');
 	is_deeply(shape($name), { mode => 'write', readers => { $a_id => 1 }, writers => { $a_id => 1 } },
-		'mode write, A reads and writes, the stale field purged');
+		'mode write, A reads and writes');
 	is($c->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 'f', 'SQL C cannot read');
 	is($a->query("SELECT redis_write_lock_release('$name')"), 't', 'A releases the write hold');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'A releases the read hold');
