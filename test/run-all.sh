@@ -390,7 +390,7 @@ REDISSON_ENV=()
 build_redisson() {
     local f need=0
     for f in "$@"; do
-        case "$(basename "$f")" in 5[0-9][0-9]_redisson_real*) need=1 ;; esac
+        case "$(basename "$f")" in 5[0-9][0-9]_redisson_*) need=1 ;; esac
     done
     [ "$need" = 1 ] || return 0
     # as root, where the postgres user running the tests can read it
