@@ -6,6 +6,7 @@
 -- KEYS[4]  read-write lock channel redisson_rwlock:{<name>}: a read-write
 --          lock's waiters are woken there with "1" (every waiter, as
 --          Redisson's write forceUnlock)
+-- KEYS[5]  waiter deadlines redisson_lock_timeout:{<name>}
 -- ARGV[1]  publish command: 'publish' or 'spublish' (see release.lua)
 -- Returns 1 when a lock was deleted, 0 when there was none. Refuses to delete
 -- a key that is not a lock hash: it belongs to something else.
@@ -23,8 +24,20 @@ if rwlock then
     return 1
 end
 redis.call(ARGV[1], KEYS[2], '0')
+-- as Redisson's forceUnlock: drop the heads whose place ran out (by
+-- Redis's clock, see fair_acquire.lua) and wake the first live one; a
+-- message to a dropped head would wake nobody who may take the lock
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = redis.call('lindex', KEYS[3], 0)
-if head then
-    redis.call(ARGV[1], KEYS[2] .. ':' .. head, '0')
+while head do
+    local deadline = redis.call('zscore', KEYS[5], head)
+    if not deadline or tonumber(deadline) > now then
+        redis.call(ARGV[1], KEYS[2] .. ':' .. head, '0')
+        break
+    end
+    redis.call('zrem', KEYS[5], head)
+    redis.call('lpop', KEYS[3])
+    head = redis.call('lindex', KEYS[3], 0)
 end
 return 1

@@ -89,7 +89,7 @@ lock_release_eval(RLEval *e, const char *name, const char *owner,
 	e->nargs = 4;
 	e->args[0] = owner;
 	e->args[1] = rl_int64_arg(keep);
-	e->args[2] = leave ? "1" : "0";
+	e->args[2] = leave ? rl_int64_arg(rl_fair_wait_timeout) : "0";
 	e->args[3] = rl_publish_command();
 	if (keep == 0 && mark_ms > 0 && rl_mode() == RL_MODE_REDLOCK)
 	{
@@ -786,11 +786,12 @@ rl_lock_force_release(const char *name)
 	rl_settle(false);
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_force_release;
-	e.nkeys = 4;
+	e.nkeys = 5;
 	e.keys[0] = name;
 	e.keys[1] = channel_key(name);
 	e.keys[2] = queue_key(name);
 	e.keys[3] = rwlock_channel_key(name);
+	e.keys[4] = timeouts_key(name);
 	e.nargs = 1;
 	e.args[0] = rl_publish_command();
 	if (rl_mode() == RL_MODE_REDLOCK)

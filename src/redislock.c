@@ -271,7 +271,7 @@ define_settings(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("redislock.fair_wait_timeout",
 							"How long a fair waiter that stops calling keeps its place in the queue.",
-							"Live waiters renew their place every third of this.",
+							"Live waiters renew their place every third of this. Redisson's thread wait time: must equal the fairLockWaitTimeout of Java services sharing the lock names (300 s; 5 s before Redisson 3.13.3).",
 							&rl_fair_wait_timeout,
 							10000, 1000, INT_MAX,
 							PGC_SUSET,

@@ -271,10 +271,15 @@ sub _line
 			}
 			return $line;
 		}
+		# with no time left, still take what the driver has already written
+		# (poll's zero timeout would otherwise never read anything)
 		my $left = $deadline - time();
-		return undef if $left <= 0;
 		my $sel = IO::Select->new($self->{out});
-		next unless $sel->can_read($left);
+		if (!$sel->can_read($left > 0 ? $left : 0))
+		{
+			return undef if $left <= 0;
+			next;
+		}
 		my $n = sysread($self->{out}, $self->{buf}, 65536, length $self->{buf});
 		croak "RealRedisson $self->{version}: the driver ended (see $self->{log})" unless $n;
 	}

@@ -5,6 +5,9 @@
 # to command_timeout, and before, it renewed nothing meanwhile: with the
 # listener slow, the first waiter's place ran out, the next waiter took the
 # head, and FIFO was broken.
+# As in Redisson, a first waiter's place starts at the lock's remaining
+# lease plus fair_wait_timeout: the holder holds on the watchdog with a 2 s
+# watchdog_timeout, so W1's first deadline comes within 3 s.
 #
 # The listener is stopped (SIGSTOP) so that it subscribes nothing: W1 waits
 # on the board for as long as command_timeout (2 minutes here), far longer
@@ -29,6 +32,7 @@ my $NAME  = 'l394:fair';
 my $redis = RedisLockTest::Redis->new;
 my $node  = RedisLockTest::node('fair_place', $redis,
 	'redislock.fair_wait_timeout' => '1s',
+	'redislock.watchdog_timeout'  => '2s',
 	'redislock.command_timeout'   => '2min');
 my $rc  = FakeRedisson::Conn->new(port => $redis->port);
 my $obs = RedisLockTest::observer($node);
@@ -52,8 +56,8 @@ my $o1 = $w1->query('SELECT redis_lock_owner_id()');
 my $o2 = $w2->query('SELECT redis_lock_owner_id()');
 
 until_ok('the listener runs', sub { defined listener_pid() });
-is($h->query("SELECT redis_lock_acquire('$NAME', '0', '10 min', true)"), 't',
-	'the holder takes the fair lock for 10 minutes');
+is($h->query("SELECT redis_lock_acquire('$NAME', '0', NULL, true)"), 't',
+	'the holder takes the fair lock (watchdog lease, 2 s)');
 my $listener = RedisLockTest::stop_listener($node);
 ok(defined $listener, 'the listener is stopped: it subscribes nothing');
 

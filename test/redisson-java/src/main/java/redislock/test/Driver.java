@@ -262,6 +262,10 @@ public final class Driver
 				case "watchdog":
 					config.setLockWatchdogTimeout(Long.parseLong(v));
 					break;
+				case "fairWait":
+					/* fairLockWaitTimeout (3.46+): the fair lock's thread wait time */
+					invoke(config, "setFairLockWaitTimeout", long.class, Long.parseLong(v));
+					break;
 				case "password":
 					invoke(server, "setPassword", String.class, v);
 					break;
