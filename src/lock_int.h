@@ -180,7 +180,6 @@ extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
 extern void rl_mark_dirty(LocalLock *ll);
 extern bool rl_holds_pending(void);
 extern char *rl_int64_arg(int64 v);
-extern char *rl_token_ttl_arg(int64 lease_ms);
 extern void rl_expect_reply(bool ok, RLOp op, const char *name);
 
 /* lock.c: the engine's Redis side */

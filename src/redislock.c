@@ -44,7 +44,6 @@ int			rl_fair_wait_timeout = 10000;
 bool		rl_verify_on_commit = true;
 bool		rl_warn_session_locks = false;
 int			rl_sync_replicas = 0;
-int			rl_token_ttl = RL_TOKEN_TTL_DEFAULT;
 int			rl_max_locks_per_session = 1000;
 int			rl_max_locks_per_role = -1;
 char	   *rl_tls_ca_file = NULL;
@@ -303,14 +302,6 @@ define_settings(void)
 							0, 0, 64,
 							PGC_USERSET,
 							0,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("redislock.token_ttl",
-							"How long a lock's fencing counter outlives its last acquisition.",
-							"Every acquisition extends it; a name unused for longer starts its tokens again from 1.",
-							&rl_token_ttl,
-							RL_TOKEN_TTL_DEFAULT, 60, INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("redislock.max_locks_per_session",
 							"Most distinct Redis locks one session may hold or wait for at once.",

@@ -41,7 +41,6 @@ my %KNOWN = (
 	'sem-addPermits' => [ 'S1', 'Java addPermits publishes nothing before 3.16.2', sub { RealRedisson::version_cmp($_[0], '3.16.2') < 0 } ],
 	'rw-nested-renew' => [ 'R3', "Redisson's batched read renewal fails on a reader count of 2 (3.44-3.52)", sub { RealRedisson::version_cmp($_[0], '3.44.0') >= 0 && RealRedisson::version_cmp($_[0], '4.0.0') < 0 } ],
 	'rw-two-reads-renew' => [ 'R4', "Redisson's batched read renewal refreshes only the first read lock (3.44-3.52)", sub { RealRedisson::version_cmp($_[0], '3.44.0') >= 0 && RealRedisson::version_cmp($_[0], '4.0.0') < 0 } ],
-	'token-ttl' => [ 'T1', 'our scripts put a TTL on redisson_lock_token:{n}', sub { RealRedisson::has_fenced($_[0]) } ],
 );
 
 my $redis = RedisLockTest::Redis->new;
