@@ -375,6 +375,7 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	w.fair = req->fair;
 	w.has_place = req->fair || prim->waiter_place;
 	w.wake_one = ll->kind == RL_KIND_LOCK;
+	w.recheck_ms = prim->silent_growth ? rl_semaphore_recheck : 0;
 	w.wait_for.kind = ll->kind;
 	w.wait_for.fair = req->fair;
 	w.wait_for.n = 1;

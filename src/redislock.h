@@ -73,6 +73,7 @@ extern int	rl_fair_wait_timeout;
 extern bool rl_verify_on_commit;
 extern bool rl_warn_session_locks;
 extern int	rl_sync_replicas;
+extern int	rl_semaphore_recheck;
 extern int	rl_max_locks_per_session;
 extern int	rl_max_locks_per_role;
 extern char *rl_tls_ca_file;
