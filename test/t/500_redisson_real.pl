@@ -44,6 +44,30 @@ my %KNOWN = (
 	'rw-two-reads-renew' => [ 'R4', "Redisson's batched read renewal refreshes only the first read lock (3.44-3.52)", sub { RealRedisson::version_cmp($_[0], '3.44.0') >= 0 && RealRedisson::version_cmp($_[0], '4.0.0') < 0 } ],
 );
 
+# Checks that pass for some versions only with a setting of ours, and which.
+my %SETTING = (
+	'sem-addPermits' => [ sub { RealRedisson::version_cmp($_[0], '3.16.2') < 0 },
+		'redislock.semaphore_recheck > 0 (default 5 s): before 3.16.2 addPermits publishes nothing, '
+		  . 'so a SQL waiter sees the new permits at its next re-check, not at once (S1)' ],
+);
+
+# What each check shows, for the interop table (tools/interop-table.pl).
+my %PRIMITIVE = (
+	'exclusion'          => 'lock: mutual exclusion (exact counter)',
+	'wake'               => 'lock: wake-ups both ways',
+	'fair-wake'          => 'fair lock: wake-ups both ways',
+	'semaphore'          => 'semaphore: wake-ups both ways',
+	'sem-addPermits'     => 'semaphore: Java addPermits seen by a SQL waiter',
+	'permits'            => 'expiring permits: wake-ups both ways',
+	'latch'              => 'count-down latch: both ways',
+	'multi-lock'         => 'multi-lock (RedissonMultiLock) vs redis_lock_acquire_all',
+	'rwlock'             => 'read/write lock: exclusion and wake-ups both ways',
+	'rw-nested-renew'    => 'read/write lock: Java watchdog beside nested SQL reads',
+	'rw-two-reads-renew' => 'read/write lock: two Java read locks renewed, SQL writer kept out',
+	'fencing'            => 'fenced lock: tokens increase across both sides',
+	'token-ttl'          => 'fenced lock: token counter never expires',
+);
+
 my $redis = RedisLockTest::Redis->new;
 my $node  = RedisLockTest::node('real', $redis,
 	'redislock.fair_wait_timeout' => '120s', 'max_connections' => '30');
@@ -530,6 +554,23 @@ if (open my $fh, '>', "$PostgreSQL::Test::Utils::log_path/500_redisson_real.tsv"
 	print $fh $table;
 	close $fh;
 }
+my @rows;
+for my $c (@checks)
+{
+	for my $v (RealRedisson::versions())
+	{
+		my $r = $record{$v}{$c} // $record{$v}{driver} // 'not run';
+		my $k = $KNOWN{$c};
+		my $set = $SETTING{$c};
+		push @rows, [ $PRIMITIVE{$c}, $v,
+			$r eq 'pass' && $set && $set->[0]->($v) ? ('setting', $set->[1])
+			: $r eq 'pass' ? ('works', '')
+			: $r =~ /^n\/a \((.*)\)$/ ? ('n/a', $1)
+			: $r =~ /^FAIL \(known (\w+)\)$/ ? ('fails', "$1: $k->[1]")
+			: ('fails', "failed in this run ($r), not a known disagreement: see the test's log") ];
+	}
+}
+RealRedisson::write_interop('500_redisson_real', @rows);
 
 $_->close for ($a, $b, $pg);
 no_crash_ok($node, 'real Redisson');
