@@ -163,7 +163,7 @@ my $keyspace = 10 * $rb_requests;
 my %rb;
 $rb{ping} = BenchLib::redis_benchmark($single, 1, $rb_requests, 1, 'PING');
 $rb{acq} = BenchLib::redis_benchmark($single, 1, $rb_requests, $keyspace,
-	'EVALSHA', $sha_acq, 2, 'rba:__rand_int__', 'redisson_lock_token:{rba:__rand_int__}', 30000, $owner, 1, 2592000000);
+	'EVALSHA', $sha_acq, 2, 'rba:__rand_int__', 'redisson_lock_token:{rba:__rand_int__}', 30000, $owner, 1);
 $single->cli('EVAL', "for i = 0, tonumber(ARGV[1]) - 1 do redis.call('hset', string.format('rbr:%012d', i), ARGV[2], 1) end return 1",
 	0, $keyspace, $owner);
 # ARGV[4] (the publish command) is ignored by a release.lua that predates it

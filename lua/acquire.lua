@@ -5,11 +5,12 @@
 -- ARGV[2]  owner id "<uuid>:<session>"
 -- ARGV[3]  hold count the owner has after this call; an absolute count (not
 --          +1) makes a retry after a lost reply harmless
--- ARGV[4]  how long the fencing counter lives from now, in ms: every
---          acquisition extends it, so counters of names nobody uses any
---          more do not stay in Redis forever
 -- KEYS[3]  Redlock only: the owner's release mark (see release.lua), removed
 --          when it takes the lock, so that its new hold can be restored
+-- The fencing counter never gets a TTL, as in Redisson's RFencedLock, which
+-- only INCRs it (INCR keeps a TTL, so Java acquisitions would never extend
+-- one and the counter would vanish under a name in use, restarting tokens
+-- at 1). PERSIST drops a TTL an earlier redislock version put on it.
 -- Returns {1, token, fresh}: taken; fresh = 1 when the owner did not hold it
 --         before (the fencing counter was incremented), token = the counter.
 --         {0, pttl}: held by another owner; pttl of the lock in ms.
@@ -26,7 +27,7 @@ if held then
 else
     token = redis.call('incr', KEYS[2])
 end
-redis.call('pexpire', KEYS[2], ARGV[4])
+redis.call('persist', KEYS[2])
 redis.call('hset', KEYS[1], owner, ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[1])
 if KEYS[3] then

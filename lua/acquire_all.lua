@@ -4,9 +4,9 @@
 -- KEYS[2i]    its fencing counter redisson_lock_token:{<name i>}
 -- ARGV[1]     lease in milliseconds
 -- ARGV[2]     owner id
--- ARGV[3]     how long the fencing counters live from now, in ms
--- ARGV[3+i]   the owner's hold count of name i after this call (absolute,
+-- ARGV[2+i]   the owner's hold count of name i after this call (absolute,
 --             so that a retry after a lost reply is harmless)
+-- The fencing counters never get a TTL (see acquire.lua).
 -- Returns {1, token 1, fresh 1, token 2, fresh 2, ...} when all are taken;
 --         {0, pttl, i}: name i is held by another owner (pttl of it, ms),
 --         and nothing was changed.
@@ -36,8 +36,8 @@ for i = 1, n do
 end
 for i = 1, n do
     local name = KEYS[2 * i - 1]
-    redis.call('pexpire', KEYS[2 * i], ARGV[3])
-    redis.call('hset', name, owner, ARGV[3 + i])
+    redis.call('persist', KEYS[2 * i])
+    redis.call('hset', name, owner, ARGV[2 + i])
     redis.call('pexpire', name, ARGV[1])
 end
 return out

@@ -10,8 +10,7 @@
 -- ARGV[4]  thread wait time in ms (redislock.fair_wait_timeout): the slot
 --          this waiter adds to the deadlines of those queued behind it
 -- ARGV[5]  '1' to join (or stay in) the queue when the lock is busy
--- ARGV[6]  how long the fencing counter lives from an acquisition, in ms
---          (see acquire.lua)
+-- The fencing counter never gets a TTL (see acquire.lua).
 -- Returns {1, token, fresh} when taken (as acquire.lua), or
 --         {0, pttl, head}: not taken; head = 1 when the caller is first in
 --         the queue, so the lock's expiry is worth waking up for.
@@ -65,7 +64,7 @@ end
 if redis.call('hexists', KEYS[1], owner) == 1 then
     redis.call('hset', KEYS[1], owner, ARGV[3])
     redis.call('pexpire', KEYS[1], ARGV[1])
-    redis.call('pexpire', KEYS[4], ARGV[6])
+    redis.call('persist', KEYS[4])
     return {1, tonumber(redis.call('get', KEYS[4])) or 0, 0}
 end
 
@@ -73,7 +72,7 @@ local head = redis.call('lindex', KEYS[2], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == owner) then
     -- the counter first: if it cannot be incremented, nothing changes
     local token = redis.call('incr', KEYS[4])
-    redis.call('pexpire', KEYS[4], ARGV[6])
+    redis.call('persist', KEYS[4])
     redis.call('hset', KEYS[1], owner, ARGV[3])
     redis.call('pexpire', KEYS[1], ARGV[1])
     if head then

@@ -3,12 +3,12 @@
 -- ours, counts on from there even through masters that lag or lost data.
 -- KEYS[1]  fencing counter redisson_lock_token:{<name>}
 -- ARGV[1]  the token given to the new holder
--- ARGV[2]  how long the counter lives from now, in ms (see acquire.lua)
+-- The counter never gets a TTL (see acquire.lua); SET drops an old one.
 -- Returns the counter after the call.
 local have = tonumber(redis.call('get', KEYS[1])) or 0
 local want = tonumber(ARGV[1])
 if have < want then
-    redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+    redis.call('set', KEYS[1], ARGV[1])
     return want
 end
 return have

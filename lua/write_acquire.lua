@@ -9,8 +9,8 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id
 -- ARGV[3]  the owner's write count after this call (absolute, as above)
--- ARGV[4]  how long the fencing counter lives from now, in ms
--- ARGV[5]  how long the waiting mark lives, in ms; 0: do not set it
+-- ARGV[4]  how long the waiting mark lives, in ms; 0: do not set it
+-- The fencing counter never gets a TTL (see acquire.lua).
 -- Returns {1, token, fresh} when taken; {0, pttl} when held by others.
 -- A hash of another shape is not a lock: nothing here may change it, and
 -- it counts as held by someone else. A read-write lock has mode read or
@@ -37,8 +37,8 @@ local mode = redis.call('hget', KEYS[1], 'mode')
 
 -- refused: wait at most pttl ms before trying again
 local function blocked(pttl)
-    if tonumber(ARGV[5]) > 0 then
-        redis.call('set', KEYS[3], owner, 'px', ARGV[5])
+    if tonumber(ARGV[4]) > 0 then
+        redis.call('set', KEYS[3], owner, 'px', ARGV[4])
     end
     return {0, pttl or redis.call('pttl', KEYS[1])}
 end
@@ -74,7 +74,7 @@ if held then
 else
     token = redis.call('incr', KEYS[2])
 end
-redis.call('pexpire', KEYS[2], ARGV[4])
+redis.call('persist', KEYS[2])
 redis.call('hset', KEYS[1], 'mode', 'write')
 if tonumber(redis.call('hget', KEYS[1], field) or 0) < tonumber(ARGV[3]) then
     redis.call('hset', KEYS[1], field, ARGV[3])

@@ -350,15 +350,6 @@ rl_int64_arg(int64 v)
 	return buf;
 }
 
-/*
- * How long a fencing counter lives after an acquisition, in ms: never less
- * than the lease, so that it cannot expire under a fixed-lease hold.
- */
-char *
-rl_token_ttl_arg(int64 lease_ms)
-{
-	return rl_int64_arg(Max((int64) rl_token_ttl * 1000, lease_ms));
-}
 
 /*
  * The record of one call that must not be applied twice (a latch's

@@ -246,10 +246,9 @@ lock_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 		e->keys[1] = queue_key(ll->name);
 		e->keys[2] = timeouts_key(ll->name);
 		e->keys[3] = token_key(ll->name);
-		e->nargs = 6;
+		e->nargs = 5;
 		e->args[3] = rl_int64_arg(rl_fair_wait_timeout);
 		e->args[4] = enqueue ? "1" : "0";
-		e->args[5] = rl_token_ttl_arg(lease_ms);
 		if (enqueue)
 			rl_set_flags(ll, ll->dirty, true);
 	}
@@ -258,8 +257,7 @@ lock_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 		e->script = &rl_script_acquire;
 		e->nkeys = 2;
 		e->keys[1] = token_key(ll->name);
-		e->nargs = 4;
-		e->args[3] = rl_token_ttl_arg(lease_ms);
+		e->nargs = 3;
 	}
 }
 
@@ -389,6 +387,7 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	w.fair = req->fair;
 	w.has_place = req->fair || prim->waiter_place;
 	w.wake_one = ll->kind == RL_KIND_LOCK;
+	w.recheck_ms = prim->silent_growth ? rl_semaphore_recheck : 0;
 	w.wait_for.kind = ll->kind;
 	w.wait_for.fair = req->fair;
 	w.wait_for.n = 1;

@@ -77,6 +77,8 @@ typedef struct RLWait
 	bool		fair;			/* only the queue head retries at the lease end */
 	bool		has_place;		/* a place to refresh while waiting */
 	bool		wake_one;		/* an unlock "0" wakes one waiter of ours */
+	int			recheck_ms;		/* > 0: try again at least this often, for
+								 * changes that publish nothing */
 	RLWaitFor	wait_for;		/* for redis_lock_waits and deadlock checks */
 } RLWait;
 
@@ -137,6 +139,9 @@ typedef struct RLPrimitive
 	bool		outlives_lease; /* a dead owner's hold stays in Redis after
 								 * its lease until redislock gives it back
 								 * (nothing else frees it) */
+	bool		silent_growth;	/* room can come without a message (Redisson
+								 * before 3.16.2: RSemaphore.addPermits), so
+								 * waiters re-check on their own */
 	void		(*acquire) (RLEval *e, LocalLock *ll, int64 lease_ms,
 							int32 target, bool fair, bool enqueue);
 	void		(*release) (RLEval *e, const char *name, const char *owner,
@@ -180,7 +185,6 @@ extern void rl_set_flags(LocalLock *ll, bool dirty, bool queued);
 extern void rl_mark_dirty(LocalLock *ll);
 extern bool rl_holds_pending(void);
 extern char *rl_int64_arg(int64 v);
-extern char *rl_token_ttl_arg(int64 lease_ms);
 extern void rl_expect_reply(bool ok, RLOp op, const char *name);
 
 /* lock.c: the engine's Redis side */

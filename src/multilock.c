@@ -48,15 +48,14 @@ attempt_all(void *arg, Attempt *a)
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_acquire_all;
 	e.nkeys = 2 * m->n;
-	e.nargs = 3 + m->n;
+	e.nargs = 2 + m->n;
 	e.args[0] = rl_int64_arg(m->lease_ms);
 	e.args[1] = rl_owner_id();
-	e.args[2] = rl_token_ttl_arg(m->lease_ms);
 	for (int i = 0; i < m->n; i++)
 	{
 		e.keys[2 * i] = m->locks[i]->name;
 		e.keys[2 * i + 1] = token_key(m->locks[i]->name);
-		e.args[3 + i] = rl_int64_arg(m->target[i]);
+		e.args[2 + i] = rl_int64_arg(m->target[i]);
 		rl_mark_dirty(m->locks[i]);
 	}
 	sent = GetCurrentTimestamp();

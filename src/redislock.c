@@ -45,7 +45,7 @@ int			rl_fair_wait_timeout = 10000;
 bool		rl_verify_on_commit = true;
 bool		rl_warn_session_locks = false;
 int			rl_sync_replicas = 0;
-int			rl_token_ttl = RL_TOKEN_TTL_DEFAULT;
+int			rl_semaphore_recheck = 5000;
 int			rl_max_locks_per_session = 1000;
 int			rl_max_locks_per_role = -1;
 char	   *rl_tls_ca_file = NULL;
@@ -309,13 +309,13 @@ define_settings(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
-	DefineCustomIntVariable("redislock.token_ttl",
-							"How long a lock's fencing counter outlives its last acquisition.",
-							"Every acquisition extends it; a name unused for longer starts its tokens again from 1.",
-							&rl_token_ttl,
-							RL_TOKEN_TTL_DEFAULT, 60, INT_MAX,
+	DefineCustomIntVariable("redislock.semaphore_recheck",
+							"How often a semaphore waiter tries again when no message came.",
+							"Redisson before 3.16.2 adds permits (addPermits) without publishing; 0: only on a message, a holder's expiry or the deadline.",
+							&rl_semaphore_recheck,
+							5000, 0, INT_MAX,
 							PGC_SUSET,
-							GUC_UNIT_S,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("redislock.max_locks_per_session",
 							"Most distinct Redis locks one session may hold or wait for at once.",

@@ -59,9 +59,6 @@ typedef enum RLKind
  */
 extern Datum rl_foreign_text(const char *bytes);
 
-/* redislock.token_ttl by default: 30 days, in seconds. */
-#define RL_TOKEN_TTL_DEFAULT (30 * 24 * 3600)
-
 extern char *rl_url;
 extern char *rl_password;
 extern char *rl_password_file;
@@ -79,7 +76,7 @@ extern int	rl_fair_wait_timeout;
 extern bool rl_verify_on_commit;
 extern bool rl_warn_session_locks;
 extern int	rl_sync_replicas;
-extern int	rl_token_ttl;
+extern int	rl_semaphore_recheck;
 extern int	rl_max_locks_per_session;
 extern int	rl_max_locks_per_role;
 extern char *rl_tls_ca_file;

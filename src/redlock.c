@@ -38,7 +38,7 @@ is_acquire_reply(const RLReply *r)
  * case) it is on a majority already and this round trip is skipped.
  */
 static bool
-commit_token(LocalLock *ll, int64 token, int64 lease_ms)
+commit_token(LocalLock *ll, int64 token)
 {
 	RLEval		e;
 	RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
@@ -48,9 +48,8 @@ commit_token(LocalLock *ll, int64 token, int64 lease_ms)
 	e.script = &rl_script_raise_token;
 	e.nkeys = 1;
 	e.keys[0] = token_key(ll->name);
-	e.nargs = 2;
+	e.nargs = 1;
 	e.args[0] = rl_int64_arg(token);
-	e.args[1] = rl_token_ttl_arg(lease_ms);
 	(void) rl_run_all(1, &e, per);
 	for (int node = 0; node < rl_redlock_size(); node++)
 		if (per[node] != NULL && is_int(per[node][0]) && per[node][0]->integer == token)
@@ -112,11 +111,10 @@ rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	e.keys[0] = ll->name;
 	e.keys[1] = token_key(ll->name);
 	e.keys[2] = rl_released_key(ll->name, rl_owner_id());
-	e.nargs = 4;
+	e.nargs = 3;
 	e.args[0] = rl_int64_arg(lease_ms);
 	e.args[1] = rl_owner_id();
 	e.args[2] = rl_int64_arg(target);
-	e.args[3] = rl_token_ttl_arg(lease_ms);
 
 	rl_mark_dirty(ll);
 	if (!rl_run_majority(1, &e, per))
@@ -155,7 +153,7 @@ rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	out->sent = start;
 	out->fresh = held_before < rl_redlock_quorum();
 	if (granted >= rl_redlock_quorum() &&
-		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token, lease_ms)) &&
+		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token)) &&
 		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
 	{
 		out->acquired = true;

@@ -110,12 +110,11 @@ write_acquire_eval(RLEval *e, LocalLock *ll, int64 lease_ms, int32 target,
 	e->keys[0] = ll->name;
 	e->keys[1] = token_key(ll->name);
 	e->keys[2] = writer_mark_key(ll->name);
-	e->nargs = 5;
+	e->nargs = 4;
 	e->args[0] = rl_int64_arg(lease_ms);
 	e->args[1] = rl_owner_id();
 	e->args[2] = rl_int64_arg(target);
-	e->args[3] = rl_token_ttl_arg(lease_ms);
-	e->args[4] = rl_int64_arg(enqueue ? rl_fair_wait_timeout : 0);
+	e->args[3] = rl_int64_arg(enqueue ? rl_fair_wait_timeout : 0);
 	if (enqueue)
 		rl_set_flags(ll, ll->dirty, true);
 }

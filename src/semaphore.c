@@ -181,6 +181,7 @@ const RLPrimitive rl_semaphore_primitive = {
 	.no_redlock = "Redisson has no Redlock semaphore, and a pool counted on each master on its own does not bound the holders.",
 	.waiter_place = false,
 	.outlives_lease = true,
+	.silent_growth = true,
 	.acquire = sem_acquire_eval,
 	.release = sem_release_eval,
 	.renew = sem_renew_eval,

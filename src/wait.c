@@ -172,6 +172,10 @@ sleep_for_message(const Hearing *h, const Attempt *a, TimestampTz retry_at,
  * connection of its own. Returns whether w->attempt took it; on a timeout
  * or an ERROR, w->give_up (if any) first gives back our place.
  *
+ * A primitive whose room can grow without a message (RLPrimitive
+ * silent_growth) also tries again every w->recheck_ms, so that such a
+ * change is seen within that bound rather than at the deadline.
+ *
  * A wait blocked for redislock.deadlock_timeout checks for a deadlock
  * (deadlock.c), and again each deadlock_timeout while still blocked; until
  * then it costs one timestamp comparison per round.
@@ -231,6 +235,10 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 					break;
 				}
 				retry_at = next_retry(a, w->fair, w->has_place, deadline);
+				if (w->recheck_ms > 0)
+					retry_at = Min(retry_at,
+								   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															   w->recheck_ms));
 				place_at = next_place_refresh(w, GetCurrentTimestamp());
 			}
 			now = GetCurrentTimestamp();

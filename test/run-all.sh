@@ -44,6 +44,9 @@
 #                                real Redisson client's files in a lane of their own)
 #   REDISLOCK_TAP_TIMEOUT=1200   seconds per TAP file (test 500 runs eight Redisson versions)
 #   REDISLOCK_REGRESS_TIMEOUT=600  seconds for pg_regress
+#   REDISLOCK_INTEROP_OUT=DIR    the real-Redisson tests (5xx) write their results
+#                                per primitive and version to DIR/<test>.tsv, for
+#                                tools/interop-table.pl (DIR writable by postgres)
 #   REDISLOCK_PRIOR_PASSED, REDISLOCK_PRIOR_FAILED, REDISLOCK_PRIOR_FAILED_NAMES
 #                                counts (and names) of checks the caller ran first,
 #                                added to the closing line (.ci/run: package build,

@@ -77,6 +77,15 @@ client id, the Redisson version the JVM runs.
 
 Compares two versions like C<< <=> >>; whether version $v has RFencedLock.
 
+=item RealRedisson::write_interop($test, @rows)
+
+When C<$ENV{REDISLOCK_INTEROP_OUT}> names a directory, writes
+C<$test.tsv> there: one line per [$primitive, $version, $result, $reason],
+tab-separated, after a header line, where $result is C<works>, C<setting>
+(works with the setting $reason names), C<fails> (for the reason $reason)
+or C<n/a>.  tools/interop-table.pl renders these files as the docs' table.
+Nothing is written without the variable.
+
 =item $j->kill, $j->quit
 
 Ends the JVM with SIGKILL (the client dies without unlocking anything), or
@@ -220,6 +229,21 @@ sub version_cmp
 
 # RFencedLock exists from 3.19.0 on (redisson-versions.md).
 sub has_fenced { version_cmp($_[0], '3.19.0') >= 0 ? 1 : 0 }
+
+sub write_interop
+{
+	my ($test, @rows) = @_;
+	my $dir = $ENV{REDISLOCK_INTEROP_OUT} or return;
+	open(my $fh, '>', "$dir/$test.tsv") or croak "RealRedisson: $dir/$test.tsv: $!";
+	print $fh join("\t", qw(primitive version result reason)), "\n";
+	for my $r (@rows)
+	{
+		my @f = map { my $x = $_ // ''; $x =~ s/[\t\n]+/ /g; $x } @$r;
+		croak "RealRedisson: bad interop result '$f[2]'" unless $f[2] =~ /^(works|setting|fails|n\/a)$/;
+		print $fh join("\t", @f), "\n";
+	}
+	close $fh or croak "RealRedisson: $dir/$test.tsv: $!";
+}
 
 sub version    { $_[0]{version} }
 sub id         { $_[0]{id} }

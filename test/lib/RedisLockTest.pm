@@ -241,6 +241,9 @@ Options (removed from %conf before writing it):
   init             => {...}  extra arguments for $node->init
   start            => 0   configure only; do not start (implies no CREATE EXTENSION)
 
+redislock.semaphore_recheck is 0 unless %conf sets it: a semaphore waiter's
+wake in a test must be the message's, not its periodic re-check.
+
 The cluster is made with C<initdb --encoding=UTF8 --locale=C>, whatever the
 machine's locale: without a configured locale initdb would pick SQL_ASCII,
 where the tests' UTF-8 names mean other bytes and DBD::Pg refuses wide
@@ -264,6 +267,10 @@ sub node
 
 	my $lines = "\n# Added by RedisLockTest::node\n";
 	$lines .= "shared_preload_libraries = 'redislock'\n" if $preload;
+	# A semaphore waiter re-checks every 5 s by default, which would explain
+	# its wake within any of the tests' bounds: a wake must be the message's.
+	# Tests of the re-check set it themselves.
+	$conf{'redislock.semaphore_recheck'} //= '0';
 	$lines .= "redislock.url = '" . $redis->url . "'\n" if defined $redis;
 	for my $k (sort keys %conf)
 	{

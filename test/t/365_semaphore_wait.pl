@@ -5,7 +5,9 @@
 # and leave nothing behind (no permit taken, no subscription); asking for
 # more permits than can ever exist waits, as in Redisson; and a permit
 # waiter wakes at the earliest expiry of a fixed-lease permit, although
-# nothing is published when a lease runs out.  With Redlock every function
+# nothing is published when a lease runs out; a semaphore waiter sees
+# permits added without a message (Redisson before 3.16.2's addPermits)
+# within redislock.semaphore_recheck.  With Redlock every function
 # is refused with 0A000 and says why (the releases may instead answer false
 # + WARNING, as for anything not held: nothing can be held there).
 #
@@ -307,6 +309,34 @@ sub drain
 	is(scalar(grep { $_ > 0 } map { scalar @{ FakeRedisson::conn_to($_->port)->cmd('KEYS', '*') } } $rl->nodes), 0,
 		'redlock: nothing written on any master');
 	$s->close;
+}
+
+# --- room that comes without a message --------------------------------------
+# Redisson before 3.16.2 adds permits (addPermits) with a plain SET and
+# publishes nothing (S1 in redisson-versions.md); a semaphore waiter must
+# still see them, within redislock.semaphore_recheck. The test's nodes run
+# with it off (RedisLockTest::node); this session turns it on, at 1 s.
+{
+	my $name = 'wx:silent';
+	is($b->query("SELECT redis_semaphore_try_set_permits('$name', 1)"), 't', 'silent: a pool of 1');
+	is($b->query("SELECT redis_semaphore_acquire('$name', 1, '0')"), 't', 'silent: B takes it');
+	my (undef, $serr) = $a->try("SET redislock.semaphore_recheck = '1s'");
+	is($serr, undef, 'silent: A sets redislock.semaphore_recheck = 1s');
+	$a->start("SELECT redis_semaphore_acquire('$name', 1, NULL)");
+	RedisLockTest::until_ok('silent: A waits', sub { in_wait($a) && numsub(FakeRedisson::sem_channel($name)) >= 1 });
+	my $sub = FakeRedisson::Conn->new(port => $redis->port);
+	$sub->subscribe(FakeRedisson::sem_channel($name));
+	# what Redisson 3.16.1's addPermits runs: GET, SET value + 1, no PUBLISH
+	is($rc->cmd('EVAL', "local v = redis.call('get', KEYS[1]) or 0; redis.call('set', KEYS[1], v + ARGV[1])",
+		1, $name, 1), undef, 'silent: a permit added without a message');
+	my ($val, $err) = $a->finish($T);
+	is($val, 't', "silent: A got it within $T s by its re-check") or diag($err);
+	my $m = $sub->next_message(1);
+	is($m && "$m->[0]: $m->[1]", undef, '... and nothing was published before it');
+	$sub->close;
+	$a->query('RESET redislock.semaphore_recheck');
+	$a->query("SELECT redis_semaphore_release('$name', 1)") if ($val // '') eq 't';
+	$b->query("SELECT redis_semaphore_release('$name', 1)");
 }
 
 $_->close for $a, $b;
