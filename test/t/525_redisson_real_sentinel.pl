@@ -39,10 +39,12 @@ my $M    = 'm';        # the sentinels' name for the master
 # A defect of redislock that the failover check shows: a connection follows
 # a failover only when it breaks or the server answers READONLY (and the
 # like).  After SENTINEL FAILOVER the old master stays a writable master
-# until the sentinels reconfigure it, about 10 s later; meanwhile the
-# watchdog renews there, and the hold on the promoted replica runs out.
-my $SQL_HOLD_TODO = 'redislock does not follow +switch-master: its watchdog renews on the '
-  . 'old master until the sentinels demote it, and the hold on the new master expires';
+# until the sentinels reconfigure it, about 10 s later; meanwhile a session's
+# open connection acquires there (unless sync_replicas makes it wait for a
+# replica), and the watchdog renews there while the hold on the promoted
+# replica runs out (a watchdog_timeout below that delay).
+my $SQL_HOLD_TODO = 'redislock does not follow +switch-master: an open connection keeps '
+  . 'using the old master until the sentinels demote it';
 
 my $master  = RedisLockTest::Redis->new;
 my $replica = RedisLockTest::Redis->new(extra => [ 'replicaof 127.0.0.1 ' . $master->port ]);
@@ -71,6 +73,7 @@ my $node = RedisLockTest::node('realsentinel', $master,
 
 my $a = RedisLockTest::Session->new($node);
 my $b = RedisLockTest::Session->new($node);
+my $c = RedisLockTest::Session->new($node);    # sync_replicas = 1 in the failover
 
 # Subscribers of $chan on the master and the replica (whichever is which).
 sub subs
@@ -91,7 +94,7 @@ sub check
 		eval { $body->($j, $v); 1 } or fail("no error: $@");
 		# whatever happened, the sessions end idle and hold nothing
 		eval {
-			for my $s ($a, $b)
+			for my $s ($a, $b, $c)
 			{
 				$s->cancel if $s->{sth_async};
 				$s->query('SELECT redis_lock_release_all()');
@@ -164,6 +167,10 @@ sub failover_check
 	$a->query('RESET redislock.sync_replicas');
 	is($replica->cli('HEXISTS', $sqlheld, $owner), '1', 'the replica has the SQL hold');
 	is($j->run('t', 'tryLock', 'plain', $sqlheld, 0, $LONG), 'false', "before: Java's tryLock(0) fails on the SQL hold");
+	# C's connection to the old master is open before the failover.
+	$c->query('SET redislock.sync_replicas = 1');
+	is($c->query("SELECT redis_lock_acquire($al, '0', '10 min')") . $c->query("SELECT redis_lock_release($al)"),
+		'tt', 'C (sync_replicas = 1) takes and gives back a lock');
 
 	is(scalar $sentinels[0]->cli('SENTINEL', 'FAILOVER', $M), 'OK', 'SENTINEL FAILOVER');
 	until_ok('the sentinels name the replica as master', sub {
@@ -176,7 +183,7 @@ sub failover_check
 	# connection still goes there, while Redisson has followed the
 	# switch: both sides can take one lock ($SQL_HOLD_TODO).
 	my ($old, $new) = ($master, $replica);
-	my ($probe, $window) = map { "realst:$v:failover:$_" } qw(probe window);
+	my ($probe, $window, $synced) = map { "realst:$v:failover:$_" } qw(probe window synced);
 	until_ok('Java writes to the new master', sub {
 		my ($r) = $j->try_run('t', 'tryLock', 'plain', $probe, 0, $LONG);
 		return 0 unless ($r // '') eq 'true';
@@ -187,6 +194,11 @@ sub failover_check
 	my $sqlw = $b->query('SELECT redis_lock_acquire(' . sql_literal($window) . ", '0', '10 min')");
 	my ($javaw, $jerr) = $j->try_run('t', 'tryLock', 'plain', $window, 0, $LONG);
 	$javaw //= "error: $jerr";
+	# With sync_replicas = 1 (docs/deployment.md) the old master, which has
+	# no replica now, cannot confirm: the call waits, and ends refused or
+	# with an error, never holding what Java holds.
+	is($j->run('t', 'tryLock', 'plain', $synced, 0, $LONG), 'true', "Java holds $synced on the new master");
+	$c->start('SELECT redis_lock_acquire(' . sql_literal($synced) . ", '0', '10 min')");
 	my $undemoted = $old->cli('INFO', 'replication') =~ /role:master/;
 	SKIP:
 	{
@@ -201,6 +213,11 @@ sub failover_check
 	until_ok('the old master is a replica now', sub {
 		$master->cli('INFO', 'replication') =~ /role:slave/ });
 	($master, $replica) = ($replica, $master);
+	my ($cv, $cerr, $cstate) = $c->finish($T);
+	ok(defined $cv ? $cv ne 't' : $cstate ne 'TIMEOUT',
+		"with sync_replicas = 1, SQL does not get $synced while Java holds it, within $T s ("
+		  . ($cv // "error $cstate: $cerr") . ')');
+	is($j->run('t', 'unlock', 'plain', $synced), 'null', "Java unlocks $synced");
 
 	# The SQL hold: see $SQL_HOLD_TODO.
 	my $r0 = lock_stats($a)->{renewals};
@@ -291,5 +308,6 @@ if (open my $fh, '>', "$PostgreSQL::Test::Utils::log_path/525_redisson_real_sent
 
 $a->close;
 $b->close;
+$c->close;
 no_crash_ok($node, 'real Redisson through Redis Sentinel');
 done_testing();
