@@ -21,7 +21,8 @@
 #              session's open connection takes a lock on the old master that
 #              Java holds on the new one ($SQL_HOLD_TODO below).
 # One PostgreSQL node; one JVM per version, started and closed in turn.
-# Takes about 1 min for the eight versions.
+# Takes about 2 min for the eight versions (126 s on 2 busy cores; a JVM
+# start is most of each version's 11 s, the failover about 15 s).
 # The drivers are built by test/redisson-java/build.sh (see its README).
 use strict;
 use warnings;
