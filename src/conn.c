@@ -24,6 +24,8 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -157,15 +159,107 @@ rl_disconnect(RLConn *c)
 }
 
 /*
- * Is c open, set up, in sync and opened with the current settings? A
- * connect or TLS handshake cut short by an interrupt leaves an open socket
- * that was never set up (no AUTH, no CLIENT ID): not healthy.
+ * The master switches the sentinels announced (+switch-master), as the
+ * listener (listener.c) heard them. After SENTINEL FAILOVER the old master
+ * takes writes until the sentinels demote it, seconds later: a connection
+ * to it must not wait for a READONLY to move, or a lock taken there is also
+ * free on the new master. So a connection found through the sentinels
+ * remembers the epoch it was opened at, and one opened before the latest
+ * switch is reopened on its next request. Without the preloaded library
+ * there is no listener, and the epoch stays 0: a connection then follows
+ * only when it breaks or is refused.
+ */
+typedef struct MasterSwitch
+{
+	pg_atomic_uint64 epoch;
+	slock_t		mutex;			/* guards the rest */
+	char		master[256];	/* redislock.sentinel_master of the switch */
+	char		from_host[256]; /* the master it left, which sentinels that */
+	int			from_port;		/* have not switched yet still name */
+} MasterSwitch;
+
+static MasterSwitch *master_switch = NULL;
+
+void
+rl_conn_shmem_request(void)
+{
+	RequestAddinShmemSpace(sizeof(MasterSwitch));
+}
+
+void
+rl_conn_shmem_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	master_switch = ShmemInitStruct("redislock master switch",
+									sizeof(MasterSwitch), &found);
+	if (!found)
+	{
+		memset(master_switch, 0, sizeof(MasterSwitch));
+		pg_atomic_init_u64(&master_switch->epoch, 0);
+		SpinLockInit(&master_switch->mutex);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+static uint64
+master_epoch(void)
+{
+	return master_switch != NULL ? pg_atomic_read_u64(&master_switch->epoch) : 0;
+}
+
+/*
+ * The sentinels moved master (for the listener's redislock.sentinel_master)
+ * away from from_host:from_port; master NULL: a switch may have gone
+ * unheard. Every process reopens its connections found through sentinels.
+ */
+void
+rl_master_switched(const char *master, const char *from_host, int from_port)
+{
+	if (master_switch == NULL)
+		return;
+	SpinLockAcquire(&master_switch->mutex);
+	strlcpy(master_switch->master, master ? master : "",
+			sizeof(master_switch->master));
+	strlcpy(master_switch->from_host, from_host ? from_host : "",
+			sizeof(master_switch->from_host));
+	master_switch->from_port = from_port;
+	SpinLockRelease(&master_switch->mutex);
+	pg_atomic_fetch_add_u64(&master_switch->epoch, 1);
+}
+
+/*
+ * Is host:port the master that the latest switch of rl_sentinel_master
+ * left? A sentinel naming it has not heard of the switch yet.
+ */
+static bool
+left_master(const char *host, int port)
+{
+	bool		left;
+
+	if (master_switch == NULL)
+		return false;
+	SpinLockAcquire(&master_switch->mutex);
+	left = master_switch->from_port == port &&
+		strcmp(master_switch->from_host, host) == 0 &&
+		strcmp(master_switch->master, rl_sentinel_master) == 0;
+	SpinLockRelease(&master_switch->mutex);
+	return left;
+}
+
+/*
+ * Is c open, set up, in sync and opened with the current settings (and,
+ * found through sentinels, since the latest master switch)? A connect or
+ * TLS handshake cut short by an interrupt leaves an open socket that was
+ * never set up (no AUTH, no CLIENT ID): not healthy.
  */
 bool
 rl_healthy(RLConn *c)
 {
 	return c->sock != NULL && c->ready && !c->in_flight &&
-		c->generation == rl_settings_generation;
+		c->generation == rl_settings_generation &&
+		(c->pinned || rl_nsentinels == 0 || c->master_epoch == master_epoch());
 }
 
 /* How run_step() ended. */
@@ -390,7 +484,8 @@ rl_set_arg(RLCommand *cmd, const char *arg, size_t len)
  * The commands that start every connection, sent in its first pipeline:
  * AUTH, SELECT, learn our CLIENT ID, behind sentinels check that the server
  * is (still) the master, and kill the connection we gave up on before (see
- * rl_disconnect), so that nothing it sent can run after our requests. With
+ * rl_disconnect), so that nothing it sent can run after our requests (to a
+ * sentinel, only its AUTH and CLIENT ID). With
  * preload_scripts, load every script: a request left to a straggler (see
  * flight_abandon) must not fail with NOSCRIPT where nobody reads the reply
  * (a refused load just leaves the usual NOSCRIPT retry).
@@ -402,7 +497,16 @@ rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 	int			n = 0;
 
 	memset(cmds, 0, sizeof(RLCommand) * RL_SETUP_MAX);
-	if (rl_server.password[0] != '\0')
+	if (c->to_sentinel)
+	{
+		if (rl_sentinel_password && rl_sentinel_password[0] != '\0')
+		{
+			rl_set_arg(&cmds[n], "AUTH", 4);
+			rl_set_arg(&cmds[n], rl_sentinel_password, strlen(rl_sentinel_password));
+			n++;
+		}
+	}
+	else if (rl_server.password[0] != '\0')
 	{
 		rl_set_arg(&cmds[n], "AUTH", 4);
 		if (rl_server.user[0] != '\0')
@@ -410,7 +514,7 @@ rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale, RLSetup *st)
 		rl_set_arg(&cmds[n], rl_server.password, strlen(rl_server.password));
 		n++;
 	}
-	if (rl_server.db != 0)
+	if (rl_server.db != 0 && !c->to_sentinel)
 	{
 		snprintf(db, 16, "%d", rl_server.db);
 		rl_set_arg(&cmds[n], "SELECT", 6);
@@ -685,10 +789,23 @@ ask_sentinel(const RLNode *sentinel, int n, const RLCommand *cmds,
 	return ok;
 }
 
+/* The master is host:port, as a sentinel said. */
+static void
+set_master(const char *host, int port)
+{
+	strlcpy(rl_server.host, host, sizeof(rl_server.host));
+	rl_server.port = port;
+	snprintf(rl_server.desc, sizeof(rl_server.desc), "%s:%d, master %s",
+			 rl_server.host, rl_server.port, rl_sentinel_master);
+}
+
 /*
  * Asks the sentinels, in turn, where the master is; the one that answered
  * last is asked first. Every new connection asks again, so a failover is
- * followed as soon as the old connection breaks or refuses writes.
+ * followed as soon as the listener hears of it, or the old connection
+ * breaks or refuses writes. A sentinel that still names the master the
+ * latest switch left lags behind the others: that answer is taken only if
+ * no other sentinel gives one.
  */
 static bool
 discover_master(RLConn *c, TimestampTz until)
@@ -696,6 +813,8 @@ discover_master(RLConn *c, TimestampTz until)
 	char		problem[256] = "no sentinel answered";
 	const char *hint = NULL;
 	bool		refused = false;	/* the last problem: our password */
+	char		lag_host[sizeof(rl_server.host)];	/* the left master, if */
+	int			lag_port = 0;	/* a sentinel named it */
 
 	for (int i = 0; i < rl_nsentinels; i++)
 	{
@@ -742,15 +861,28 @@ discover_master(RLConn *c, TimestampTz until)
 			r->element[1]->type == REDIS_REPLY_STRING &&
 			r->element[0]->len < sizeof(rl_server.host))
 		{
-			strlcpy(rl_server.host, r->element[0]->str, sizeof(rl_server.host));
-			rl_server.port = atoi(r->element[1]->str);
-			snprintf(rl_server.desc, sizeof(rl_server.desc), "%s:%d, master %s",
-					 rl_server.host, rl_server.port, rl_sentinel_master);
-			rl_sentinel_first = k;
-			return true;
+			int			port = atoi(r->element[1]->str);
+
+			if (!left_master(r->element[0]->str, port))
+			{
+				set_master(r->element[0]->str, port);
+				rl_sentinel_first = k;
+				return true;
+			}
+			if (lag_port == 0)
+			{
+				strlcpy(lag_host, r->element[0]->str, sizeof(lag_host));
+				lag_port = port;
+			}
+			continue;
 		}
 		snprintf(problem, sizeof(problem), "sentinel %s:%d does not know master \"%s\"",
 				 rl_sentinel_nodes[k].host, rl_sentinel_nodes[k].port, rl_sentinel_master);
+	}
+	if (lag_port != 0)
+	{
+		set_master(lag_host, lag_port);
+		return true;
 	}
 	/* a refused password stays refused: no use trying again */
 	rl_fail(c, refused ? RLF_SETUP : RLF_CONNECT,
@@ -784,6 +916,8 @@ rl_ensure_open(RLConn *c, TimestampTz until)
 		rl_disconnect(c);
 		return false;
 	}
+	/* read first: a switch heard while we connect reopens c once more */
+	c->master_epoch = master_epoch();
 	if (rl_nsentinels > 0 && !discover_master(c, until))
 		return false;
 	strlcpy(master.host, rl_server.host, sizeof(master.host));

@@ -110,6 +110,8 @@ typedef struct RLConn
 	int			sock_pos;
 	uint32		sock_events;
 	uint64		generation;		/* rl_settings_generation when opened */
+	uint64		master_epoch;	/* behind sentinels: the switches heard
+								 * before it was opened (see conn.c) */
 	bool		ready;			/* the connection setup was answered */
 	bool		in_flight;		/* a request or subscription was left
 								 * half-done: the stream is out of sync */
@@ -158,6 +160,10 @@ extern bool rl_is_noscript(const RLReply *r);
 extern void rl_set_arg(RLCommand *cmd, const char *arg, size_t len);
 extern void rl_disconnect(RLConn *c);
 extern bool rl_healthy(RLConn *c);
+extern void rl_conn_shmem_request(void);
+extern void rl_conn_shmem_startup(void);
+extern void rl_master_switched(const char *master, const char *from_host,
+							   int from_port);
 
 /* What was asked of Redis, for the message of a refusal. */
 typedef enum RLOp

@@ -12,6 +12,10 @@
  * to pending on the board (their waiters retry once subscribed anew); when
  * it cannot be opened, they fail and their waiters subscribe by themselves.
  *
+ * Behind sentinels it also watches one sentinel for +switch-master and
+ * tells every process (rl_master_switched) to reopen its connections on the
+ * new master at once: the old one takes writes until it is demoted.
+ *
  * src/listener.c
  */
 #include "postgres.h"
@@ -57,6 +61,9 @@
 /* Channels per SUBSCRIBE or UNSUBSCRIBE. */
 #define BATCH 64
 
+/* Where the sentinels announce a new master. */
+#define SWITCH_CHANNEL "+switch-master"
+
 PGDLLEXPORT void redislock_listener_main(Datum arg);
 
 typedef enum SubState
@@ -88,6 +95,11 @@ typedef struct Channel
 
 static Link links[MAX_LINKS];
 static int	nlinks = 0;
+
+/* Behind sentinels: the subscription to +switch-master on one of them. */
+static Link watch;
+static int	watch_next = 0;		/* the sentinel to try next */
+
 static RLMode mode;
 static uint64 links_generation = 0;
 static HTAB *channels = NULL;
@@ -164,6 +176,9 @@ reset_links(void)
 
 	for (int i = 0; i < nlinks; i++)
 		rl_disconnect(&links[i].conn);
+	rl_disconnect(&watch.conn);
+	memset(&watch, 0, sizeof(watch));
+	watch_next = 0;
 	nlinks = 0;
 	forget_subscriptions(-1);
 	links_generation = rl_settings_generation;
@@ -545,11 +560,137 @@ drain_link(int i, bool read)
 	}
 }
 
+/*
+ * The master may have moved: every process reopens its connections found
+ * through sentinels, this one too, and its subscriptions move with it
+ * (their waiters retry once subscribed there).
+ */
+static void
+follow_switch(const char *master, const char *from_host, int from_port)
+{
+	rl_master_switched(master, from_host, from_port);
+	for (int i = 0; i < nlinks; i++)
+		if (!links[i].conn.pinned && links[i].conn.sock != NULL)
+			drop_link(i);
+	changed = true;
+}
+
+/*
+ * The watch on a sentinel failed (what says how): the next sentinel is
+ * tried later, less often while they fail. Logged once per outage.
+ */
+static void
+watch_failed(const char *what)
+{
+	if (watch.backoff_ms == 0)
+		ereport(LOG,
+				(errmsg("redislock listener cannot watch sentinel \"%s\" for master switches",
+						watch.conn.node.desc),
+				 errdetail_internal("%s", what),
+				 errhint("Until it can, sessions follow a failover only when the old master breaks or refuses writes.")));
+	rl_disconnect(&watch.conn);
+	watch_next++;
+	watch.backoff_ms = Min(Max(watch.backoff_ms * 2, RETRY_MS), RETRY_MAX_MS);
+	watch.retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), watch.backoff_ms);
+	changed = true;
+}
+
+/*
+ * Behind sentinels, subscribes to +switch-master on a sentinel if not yet
+ * (the next one after a failure).
+ */
+static void
+open_watch(TimestampTz now)
+{
+	RLCommand	cmd;
+	int			backoff_ms = watch.backoff_ms;
+
+	if (mode != RL_MODE_SENTINEL || rl_nsentinels == 0 ||
+		watch.conn.sock != NULL || now < watch.retry_at)
+		return;
+	blocked = true;
+	init_link(&watch, &rl_sentinel_nodes[watch_next % rl_nsentinels]);
+	watch.conn.to_sentinel = true;
+	watch.backoff_ms = backoff_ms;
+	memset(&cmd, 0, sizeof(cmd));
+	rl_set_arg(&cmd, "SUBSCRIBE", 9);
+	rl_set_arg(&cmd, SWITCH_CHANNEL, strlen(SWITCH_CHANNEL));
+	if (rl_ensure_open(&watch.conn, rl_command_deadline()) &&
+		rl_queue_commands(&watch.conn, 1, &cmd) &&
+		rl_flush(&watch.conn, rl_command_deadline()))
+		watch.conn.subscribed = true;
+	else
+		watch_failed(rl_failure_text(&watch.conn));
+}
+
+/* A +switch-master message: "<name> <old ip> <old port> <new ip> <new port>". */
+static void
+take_switch(const char *payload)
+{
+	char		name[256];
+	char		from_host[256];
+	int			from_port;
+	char		to_host[256];
+	int			to_port;
+
+	if (sscanf(payload, "%255s %255s %d %255s %d", name, from_host, &from_port,
+			   to_host, &to_port) != 5 ||
+		strcmp(name, rl_sentinel_master) != 0)
+		return;
+	ereport(LOG,
+			(errmsg("redislock listener: the sentinels moved master \"%s\" from %s:%d to %s:%d",
+					name, from_host, from_port, to_host, to_port)));
+	follow_switch(name, from_host, from_port);
+}
+
+/*
+ * Takes in what the watched sentinel sent; a broken watch is reopened. Once
+ * subscribed, every process is told that a switch may have passed unheard
+ * while no sentinel was watched.
+ */
+static void
+drain_watch(void)
+{
+	RLSocket   *s = watch.conn.sock;
+	char	   *problem = NULL;
+
+	if (rl_sock_read(s) == RL_IO_FAILED)
+		problem = pstrdup(rl_sock_error(s));
+	while (problem == NULL)
+	{
+		void	   *v = NULL;
+		redisReply *r;
+
+		if (!rl_sock_reply(s, &v))
+		{
+			problem = pstrdup(rl_sock_error(s));
+			break;
+		}
+		if (v == NULL)
+			break;
+		r = v;
+		if (r->type == REDIS_REPLY_ERROR)
+			problem = psprintf("The sentinel refused to subscribe: %s", r->str);
+		else if (reply_is(r, "subscribe"))
+		{
+			watch.backoff_ms = 0;
+			follow_switch(NULL, NULL, 0);
+		}
+		else if (reply_is(r, "message") &&
+				 strcmp(r->element[1]->str, SWITCH_CHANNEL) == 0 &&
+				 r->element[2]->type == REDIS_REPLY_STRING)
+			take_switch(r->element[2]->str);
+		freeReplyObject(r);
+	}
+	if (problem != NULL)
+		watch_failed(problem);
+}
+
 /* Waits for the latch, a reply on any link, or timeout_ms. */
 static void
 wait_for_events(long timeout_ms)
 {
-	WaitEvent	events[MAX_LINKS + 2];
+	WaitEvent	events[MAX_LINKS + 3];
 	WaitEventSet *wes;
 	int			nev;
 
@@ -558,9 +699,12 @@ wait_for_events(long timeout_ms)
 			drain_link(i, false);
 	if (changed)
 		return;
-	wes = RL_CreateWaitEventSet(CurrentMemoryContext, nlinks + 2);
+	wes = RL_CreateWaitEventSet(CurrentMemoryContext, nlinks + 3);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	if (watch.conn.sock != NULL)
+		AddWaitEventToSet(wes, rl_sock_read_wants(watch.conn.sock),
+						  rl_sock_fd(watch.conn.sock), NULL, &watch);
 	for (int i = 0; i < nlinks; i++)
 		if (links[i].conn.sock != NULL)
 			AddWaitEventToSet(wes, rl_sock_read_wants(links[i].conn.sock),
@@ -578,6 +722,11 @@ wait_for_events(long timeout_ms)
 			ResetLatch(MyLatch);
 			changed = true;
 		}
+		else if (events[e].user_data == &watch)
+		{
+			if (watch.conn.sock != NULL)
+				drain_watch();
+		}
 		else if (i >= 0 && links[i].conn.sock != NULL)
 			drain_link(i, true);
 	}
@@ -592,6 +741,8 @@ sleep_ms(TimestampTz now)
 	for (int i = 0; i < nlinks; i++)
 		if (links[i].conn.sock == NULL && links[i].retry_at > now)
 			until = Min(until, links[i].retry_at);
+	if (mode == RL_MODE_SENTINEL && watch.conn.sock == NULL && watch.retry_at > now)
+		until = Min(until, watch.retry_at);
 	return Max((long) ((until - now) / 1000), 1);
 }
 
@@ -603,6 +754,7 @@ detach_listener(int code, Datum arg)
 	rl_wakeup_detach();
 	for (int i = 0; i < nlinks; i++)
 		rl_disconnect(&links[i].conn);
+	rl_disconnect(&watch.conn);
 }
 
 void
@@ -652,6 +804,7 @@ redislock_listener_main(Datum arg)
 			rl_wakeup_scan(scan_channel, NULL);
 		}
 		blocked = false;
+		open_watch(now);
 		sync_all(now);
 		changed |= blocked;
 		if (!changed)

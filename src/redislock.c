@@ -148,6 +148,7 @@ shmem_request(void)
 	rl_registry_waits_request();
 	rl_onlost_request();
 	rl_wakeup_request();
+	rl_conn_shmem_request();
 }
 
 static void
@@ -159,6 +160,7 @@ shmem_startup(void)
 	rl_registry_waits_startup();
 	rl_onlost_startup();
 	rl_wakeup_startup();
+	rl_conn_shmem_startup();
 }
 
 static void

@@ -14,12 +14,13 @@
 #              while SENTINEL FAILOVER promotes the replica.  Afterwards both
 #              sides reach the new master: a fresh SQL hold there makes Java's
 #              tryLock(0) fail, and once SQL releases Java gets it there; then
-#              the wake check again, on the new master.  That the watchdog
-#              hold survives is TODO: redislock keeps renewing on the old
-#              master until the sentinels demote it (about 10 s), so the hold
-#              on the new master runs out; and in that window a SQL
-#              session's open connection takes a lock on the old master that
-#              Java holds on the new one ($SQL_HOLD_TODO below).
+#              the wake check again, on the new master.  The old master
+#              takes writes until the sentinels demote it (about 10 s): in
+#              that window redislock must already use the new one, as
+#              Redisson does (the listener hears +switch-master): a SQL
+#              session's open connection does not take a lock there that
+#              Java holds on the new one (failover-window), and the watchdog
+#              hold survives on the new master (failover-sql-hold).
 # One PostgreSQL node; one JVM per version, started and closed in turn.
 # Takes about 2 min for the eight versions (126 s on 2 busy cores; a JVM
 # start is most of each version's 11 s, the failover about 15 s).
@@ -36,16 +37,6 @@ use Test::More;
 my $T    = 60;         # bound for a wake; far below the lease
 my $LONG = 600_000;    # 10-minute leases, ms
 my $M    = 'm';        # the sentinels' name for the master
-
-# A defect of redislock that the failover check shows: a connection follows
-# a failover only when it breaks or the server answers READONLY (and the
-# like).  After SENTINEL FAILOVER the old master stays a writable master
-# until the sentinels reconfigure it, about 10 s later; meanwhile a session's
-# open connection acquires there (unless sync_replicas makes it wait for a
-# replica), and the watchdog renews there while the hold on the promoted
-# replica runs out (a watchdog_timeout below that delay).
-my $SQL_HOLD_TODO = 'redislock does not follow +switch-master: an open connection keeps '
-  . 'using the old master until the sentinels demote it';
 
 my $master  = RedisLockTest::Redis->new;
 my $replica = RedisLockTest::Redis->new(extra => [ 'replicaof 127.0.0.1 ' . $master->port ]);
@@ -181,8 +172,8 @@ sub failover_check
 	});
 	# The old master takes writes until the sentinels turn it into a
 	# replica, some seconds later.  In that window a SQL session's open
-	# connection still goes there, while Redisson has followed the
-	# switch: both sides can take one lock ($SQL_HOLD_TODO).
+	# connection must go to the new master, as Redisson does: the
+	# listener's +switch-master makes it reconnect.
 	my ($old, $new) = ($master, $replica);
 	my ($probe, $window, $synced) = map { "realst:$v:failover:$_" } qw(probe window synced);
 	until_ok('Java writes to the new master', sub {
@@ -204,11 +195,9 @@ sub failover_check
 	SKIP:
 	{
 		skip('the old master was demoted before both sides had asked', 1) unless $undemoted;
-		our $TODO;
-		local $TODO = $SQL_HOLD_TODO;
 		my $ok = ok(!($sqlw eq 't' && $javaw eq 'true'),
 			"before the old master is demoted, not both sides get $window (SQL: $sqlw, Java: $javaw)");
-		$record{$v}{'failover-window'} = $ok ? 'pass' : 'FAIL (TODO)';
+		$record{$v}{'failover-window'} = $ok ? 'pass' : 'FAIL';
 	}
 	$j->try_run('t', 'unlock', 'plain', $window) if $javaw eq 'true';
 	until_ok('the old master is a replica now', sub {
@@ -220,19 +209,17 @@ sub failover_check
 		  . ($cv // "error $cstate: $cerr") . ')');
 	is($j->run('t', 'unlock', 'plain', $synced), 'null', "Java unlocks $synced");
 
-	# The SQL hold: see $SQL_HOLD_TODO.
+	# The SQL hold: the watchdog renewed it on the new master.
 	my $r0 = lock_stats($a)->{renewals};
 	until_ok('the SQL watchdog has renewed twice or found its hold lost', sub {
 		lock_stats($a)->{renewals} >= $r0 + 2
 		  || $a->query("SELECT state FROM redis_locks WHERE name = $sl") ne 'held'
 	});
 	{
-		our $TODO;
-		local $TODO = $SQL_HOLD_TODO;
 		my $ok = is($a->query("SELECT state FROM redis_locks WHERE name = $sl"), 'held', 'the SQL hold survives the failover');
 		$ok &= is($master->cli('HEXISTS', $sqlheld, $owner), '1', '... it is on the new master');
 		$ok &= is($b->query("SELECT redis_lock_acquire($sl, '0')"), 'f', '... and another SQL session is refused');
-		$record{$v}{'failover-sql-hold'} = $ok ? 'pass' : 'FAIL (TODO)';
+		$record{$v}{'failover-sql-hold'} = $ok ? 'pass' : 'FAIL';
 	}
 
 	# Exclusion on the new master, both ways.  Java may need a few tries
