@@ -29,6 +29,7 @@ OBJS = \
 	src/redlock.o \
 	src/registry.o \
 	src/registry_waits.o \
+	src/master_switch.o \
 	src/report.o \
 	src/resolve.o \
 	src/route.o \

@@ -33,6 +33,7 @@
 
 #include "compat.h"
 #include "conn_int.h"
+#include "master_switch.h"
 #include "redislock.h"
 #include "scripts.h"
 #include "tls.h"
@@ -159,96 +160,6 @@ rl_disconnect(RLConn *c)
 }
 
 /*
- * The master switches the sentinels announced (+switch-master), as the
- * listener (listener.c) heard them. After SENTINEL FAILOVER the old master
- * takes writes until the sentinels demote it, seconds later: a connection
- * to it must not wait for a READONLY to move, or a lock taken there is also
- * free on the new master. So a connection found through the sentinels
- * remembers the epoch it was opened at, and one opened before the latest
- * switch is reopened on its next request. Without the preloaded library
- * there is no listener, and the epoch stays 0: a connection then follows
- * only when it breaks or is refused.
- */
-typedef struct MasterSwitch
-{
-	pg_atomic_uint64 epoch;
-	slock_t		mutex;			/* guards the rest */
-	char		master[256];	/* redislock.sentinel_master of the switch */
-	char		from_host[256]; /* the master it left, which sentinels that */
-	int			from_port;		/* have not switched yet still name */
-} MasterSwitch;
-
-static MasterSwitch *master_switch = NULL;
-
-void
-rl_conn_shmem_request(void)
-{
-	RequestAddinShmemSpace(sizeof(MasterSwitch));
-}
-
-void
-rl_conn_shmem_startup(void)
-{
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	master_switch = ShmemInitStruct("redislock master switch",
-									sizeof(MasterSwitch), &found);
-	if (!found)
-	{
-		memset(master_switch, 0, sizeof(MasterSwitch));
-		pg_atomic_init_u64(&master_switch->epoch, 0);
-		SpinLockInit(&master_switch->mutex);
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-static uint64
-master_epoch(void)
-{
-	return master_switch != NULL ? pg_atomic_read_u64(&master_switch->epoch) : 0;
-}
-
-/*
- * The sentinels moved master (for the listener's redislock.sentinel_master)
- * away from from_host:from_port; master NULL: a switch may have gone
- * unheard. Every process reopens its connections found through sentinels.
- */
-void
-rl_master_switched(const char *master, const char *from_host, int from_port)
-{
-	if (master_switch == NULL)
-		return;
-	SpinLockAcquire(&master_switch->mutex);
-	strlcpy(master_switch->master, master ? master : "",
-			sizeof(master_switch->master));
-	strlcpy(master_switch->from_host, from_host ? from_host : "",
-			sizeof(master_switch->from_host));
-	master_switch->from_port = from_port;
-	SpinLockRelease(&master_switch->mutex);
-	pg_atomic_fetch_add_u64(&master_switch->epoch, 1);
-}
-
-/*
- * Is host:port the master that the latest switch of rl_sentinel_master
- * left? A sentinel naming it has not heard of the switch yet.
- */
-static bool
-left_master(const char *host, int port)
-{
-	bool		left;
-
-	if (master_switch == NULL)
-		return false;
-	SpinLockAcquire(&master_switch->mutex);
-	left = master_switch->from_port == port &&
-		strcmp(master_switch->from_host, host) == 0 &&
-		strcmp(master_switch->master, rl_sentinel_master) == 0;
-	SpinLockRelease(&master_switch->mutex);
-	return left;
-}
-
-/*
  * Is c open, set up, in sync and opened with the current settings (and,
  * found through sentinels, since the latest master switch)? A connect or
  * TLS handshake cut short by an interrupt leaves an open socket that was
@@ -259,7 +170,7 @@ rl_healthy(RLConn *c)
 {
 	return c->sock != NULL && c->ready && !c->in_flight &&
 		c->generation == rl_settings_generation &&
-		(c->pinned || rl_nsentinels == 0 || c->master_epoch == master_epoch());
+		(c->pinned || rl_nsentinels == 0 || c->master_epoch == rl_master_epoch());
 }
 
 /* How run_step() ended. */
@@ -863,7 +774,7 @@ discover_master(RLConn *c, TimestampTz until)
 		{
 			int			port = atoi(r->element[1]->str);
 
-			if (!left_master(r->element[0]->str, port))
+			if (!rl_master_left(r->element[0]->str, port))
 			{
 				set_master(r->element[0]->str, port);
 				rl_sentinel_first = k;
@@ -917,7 +828,7 @@ rl_ensure_open(RLConn *c, TimestampTz until)
 		return false;
 	}
 	/* read first: a switch heard while we connect reopens c once more */
-	c->master_epoch = master_epoch();
+	c->master_epoch = rl_master_epoch();
 	if (rl_nsentinels > 0 && !discover_master(c, until))
 		return false;
 	strlcpy(master.host, rl_server.host, sizeof(master.host));

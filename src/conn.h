@@ -160,10 +160,6 @@ extern bool rl_is_noscript(const RLReply *r);
 extern void rl_set_arg(RLCommand *cmd, const char *arg, size_t len);
 extern void rl_disconnect(RLConn *c);
 extern bool rl_healthy(RLConn *c);
-extern void rl_conn_shmem_request(void);
-extern void rl_conn_shmem_startup(void);
-extern void rl_master_switched(const char *master, const char *from_host,
-							   int from_port);
 
 /* What was asked of Redis, for the message of a refusal. */
 typedef enum RLOp

@@ -36,6 +36,7 @@
 
 #include "compat.h"
 #include "conn_int.h"
+#include "master_switch.h"
 #include "route.h"
 #include "wakeup.h"
 

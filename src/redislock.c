@@ -16,6 +16,7 @@
 
 #include "cleanup.h"
 #include "conn.h"
+#include "master_switch.h"
 #include "deadlock.h"
 #include "lock.h"
 #include "onlost.h"
@@ -148,7 +149,7 @@ shmem_request(void)
 	rl_registry_waits_request();
 	rl_onlost_request();
 	rl_wakeup_request();
-	rl_conn_shmem_request();
+	rl_master_switch_request();
 }
 
 static void
@@ -160,7 +161,7 @@ shmem_startup(void)
 	rl_registry_waits_startup();
 	rl_onlost_startup();
 	rl_wakeup_startup();
-	rl_conn_shmem_startup();
+	rl_master_switch_startup();
 }
 
 static void
