@@ -34,7 +34,7 @@ my $rounds = $ENV{REDISLOCK_BENCH_ROUNDS} // 3;
 
 my $why = RealRedisson::check_build($version);
 die "javarate: $why\n" if $why;
-my $cp = RealRedisson::cache_dir() . "/$version/redisson-driver.jar:" . RealRedisson::cache_dir() . "/$version/lib/*";
+my $cp = RealRedisson::driver_dir($version) . "/redisson-driver.jar:" . RealRedisson::driver_dir($version) . "/lib/*";
 my $java = $ENV{REDISLOCK_JAVA} // 'java';
 my $jv = (BenchLib::run_cmd([ $java, '-version' ]))[1];
 ($jv) = $jv =~ /^(\S+ version "[^"]+")/m;

@@ -112,7 +112,8 @@ if [ -z "${REDISLOCK_REDISSON_CACHE:-}" ]; then
 fi
 say "the Java service: Redisson $REDISSON_VERSION (test/redisson-java, cache $REDISLOCK_REDISSON_CACHE)"
 REDISLOCK_REDISSON_CACHE=$REDISLOCK_REDISSON_CACHE bash "$ROOT/test/redisson-java/build.sh" "$REDISSON_VERSION"
-JAVA_CP="$REDISLOCK_REDISSON_CACHE/$REDISSON_VERSION/redisson-driver.jar:$REDISLOCK_REDISSON_CACHE/$REDISSON_VERSION/lib/*"
+JAVA_DIR=$(REDISLOCK_REDISSON_CACHE=$REDISLOCK_REDISSON_CACHE bash "$ROOT/test/redisson-java/build.sh" --dir "$REDISSON_VERSION")
+JAVA_CP="$JAVA_DIR/redisson-driver.jar:$JAVA_DIR/lib/*"
 
 mkdir -p "$DIR"
 chmod 755 "$DIR"    # others (root's psql) may reach the socket

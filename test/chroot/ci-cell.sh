@@ -114,9 +114,10 @@ fi
 JAVA_CACHE=${REDISLOCK_REDISSON_CACHE:-/var/cache/redislock/redisson}
 NEWEST=$(sed -n 's/^our @VERSIONS = qw(.* \([^ ]*\));$/\1/p' "$ROOT/test/lib/RealRedisson.pm")
 JAVA_ENV=()
-if [ -n "$NEWEST" ] && [ -f "$JAVA_CACHE/$NEWEST/stamp" ]; then
+JAVA_DIR=$(REDISLOCK_REDISSON_CACHE=$JAVA_CACHE bash "$ROOT/test/redisson-java/build.sh" --dir "$NEWEST")
+if [ -n "$NEWEST" ] && [ -f "$JAVA_DIR/stamp" ]; then
     mkdir -p "$DIR$BUILD/redisson"
-    cp -r "$JAVA_CACHE/$NEWEST" "$DIR$BUILD/redisson/"
+    cp -r "$JAVA_DIR" "$DIR$BUILD/redisson/"
     chmod -R a+rX "$DIR$BUILD/redisson"
     JAVA_ENV=(REDISLOCK_REDISSON_CACHE="$BUILD/redisson" REDISLOCK_REDISSON_VERSIONS="$NEWEST")
 fi

@@ -163,10 +163,19 @@ sub source_stamp
 	return $sha->hexdigest;
 }
 
+# A version's driver lives in a directory of its own per source stamp, so
+# that checkouts with different test sources never use or overwrite each
+# other's builds (build.sh).
+sub driver_dir
+{
+	my ($v) = @_;
+	return cache_dir() . "/$v-" . substr(source_stamp(), 0, 12);
+}
+
 sub check_build
 {
 	my ($v) = @_;
-	my $dir = cache_dir() . "/$v";
+	my $dir = driver_dir($v);
 	my $how = 'run: bash test/redisson-java/build.sh'
 	  . (defined $ENV{REDISLOCK_REDISSON_CACHE} ? " (REDISLOCK_REDISSON_CACHE=$ENV{REDISLOCK_REDISSON_CACHE})" : '');
 	return "no driver for Redisson $v in $dir ($how)" unless -f "$dir/redisson-driver.jar" && -f "$dir/stamp";
@@ -184,7 +193,7 @@ sub new
 	my $v = $opt{version} or croak 'RealRedisson->new: version';
 	my $why = check_build($v);
 	croak "RealRedisson: $why" if $why;
-	my $dir = cache_dir() . "/$v";
+	my $dir = driver_dir($v);
 	my @connect = $opt{mode} ? @{ $opt{mode} }
 	  : ('single', $opt{url} // ('redis://127.0.0.1:' . ($opt{port} // croak 'RealRedisson->new: port or url')));
 	my @options = @{ $opt{options} // [] };

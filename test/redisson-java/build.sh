@@ -18,12 +18,13 @@ CACHE=${REDISLOCK_REDISSON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/redislock-redi
 VERSIONS=$(sed -n 's/^our @VERSIONS = qw(\(.*\));$/\1/p' "$HERE/../lib/RealRedisson.pm")
 [ -n "$VERSIONS" ] || { echo "build.sh: no version list in test/lib/RealRedisson.pm" >&2; exit 2; }
 
-FORCE=0
+FORCE=0 DIRS=0
 WANT=()
 for a in "$@"; do
     case "$a" in
         --force) FORCE=1 ;;
-        -*) echo "usage: $0 [--force] [VERSION...]" >&2; exit 2 ;;
+        --dir) DIRS=1 ;;
+        -*) echo "usage: $0 [--force] [--dir] [VERSION...]" >&2; exit 2 ;;
         *) WANT+=("$a") ;;
     esac
 done
@@ -36,11 +37,17 @@ stamp() {
         while read -r f; do printf '%s\n' "$f"; cat "$f"; done | sha256sum | cut -d' ' -f1)
 }
 STAMP=$(stamp)
+# one directory per version and source stamp: checkouts with different
+# sources never use or overwrite each other's builds
+if [ "$DIRS" = 1 ]; then    # --dir: only print where each driver goes
+    for v in "${WANT[@]}"; do echo "$CACHE/$v-${STAMP:0:12}"; done
+    exit 0
+fi
 
 mkdir -p "$CACHE"
 rc=0
 for v in "${WANT[@]}"; do
-    dir=$CACHE/$v
+    dir=$CACHE/$v-${STAMP:0:12}
     if [ "$FORCE" = 0 ] && [ -f "$dir/stamp" ] && [ "$(cat "$dir/stamp")" = "$STAMP" ]; then
         echo "build.sh: Redisson $v: up to date ($dir)"
         continue
@@ -68,6 +75,8 @@ for v in "${WANT[@]}"; do
     rm -rf "$tmp"
     echo "$STAMP" > "$dir/stamp"
     chmod -R a+rX "$dir"
+    # keep the three newest builds of this version (other checkouts' sources)
+    ls -dt "$CACHE/$v"-* 2>/dev/null | tail -n +4 | while read -r old; do rm -rf "$old"; done
     echo "build.sh: Redisson $v: built in $(( $(date +%s) - start )) s ($dir, slf4j-api ${api:-none})"
 done
 chmod a+rX "$CACHE"

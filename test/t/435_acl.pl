@@ -150,7 +150,7 @@ my @core = (
 	sql_step('semaphore', "SELECT redis_semaphore_try_set_permits('${P}s', 2) IS NOT NULL AND redis_semaphore_acquire('${P}s', 1, '0') AND NOT redis_semaphore_acquire('${P}s', 2, '0') AND redis_semaphore_release('${P}s') AND redis_semaphore_available('${P}s') = 2", 't'),
 	sql_step('permit', "SELECT redis_permit_try_set_permits('${P}p', 1) IS NOT NULL AND redis_permit_acquire('${P}p', '0', '1 min') IS NOT NULL AND redis_permit_acquire('${P}p', '0', '1 min') IS NULL AND (SELECT true FROM (SELECT redis_permit_set_permits('${P}p', 2)) x) AND redis_permit_available('${P}p') = 1", 't'),
 	sql_step('latch', "SELECT redis_latch_try_set_count('${P}l', 1) IS NOT NULL AND redis_latch_count_down('${P}l') = 0 AND redis_latch_await('${P}l', '1 s')", 't'),
-	sql_step('read-write lock', "SELECT redis_read_lock_acquire('${P}rw', '0', '1 min') AND redis_read_lock_release('${P}rw') AND redis_write_lock_acquire('${P}rw', '0', '1 min') AND redis_write_lock_release('${P}rw')", 't'),
+	sql_step('read-write lock', "SELECT redis_read_lock_acquire('${P}rw', '0', '1 min') AND redis_write_lock_acquire('${P}rw', '0', '1 min') AND redis_write_lock_release('${P}rw') AND redis_read_lock_release('${P}rw') AND redis_write_lock_acquire('${P}rw', '0', '1 min') AND redis_write_lock_release('${P}rw')", 't'),
 	sql_step('multi-lock', "SELECT redis_lock_acquire_all(ARRAY['${P}m1', '${P}m2'], '0', '1 min') AND redis_lock_release('${P}m1') AND redis_lock_release('${P}m2')", 't'),
 	[ 'watchdog renewal', sub {
 		my ($s) = @_;
