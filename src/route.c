@@ -338,6 +338,19 @@ refresh_map(void)
 		if (!slots_reply_ok(replies[0]))
 			return rl_fail_on(&rl_cmd_conn, RLF_PROTOCOL, c->node.desc,
 							  "Unexpected reply to CLUSTER SLOTS.");
+		if (replies[1]->type == REDIS_REPLY_ERROR)
+		{
+			/*
+			 * Guessing would let processes that asked before an ACL change
+			 * and processes that ask after it disagree on the pub/sub kind,
+			 * and a waiter would then never hear its release.
+			 */
+			rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
+					   "Redis server \"%s\" did not say whether it has sharded pub/sub: %s",
+					   c->node.desc, replies[1]->str);
+			rl_cmd_conn.errhint = rl_refusal_hint(replies[1]->str);
+			return false;
+		}
 		load_slots(i, replies[0]);
 		cluster_sharded = replies[1]->type == REDIS_REPLY_ARRAY &&
 			replies[1]->elements > 0 &&
