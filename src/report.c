@@ -382,14 +382,17 @@ rl_is_refusal(const char *err)
 }
 
 /*
- * The hint for a refusal of a command outside a script (subscribing,
- * connection setup), or NULL. Valid until the next call.
+ * The hint for a refusal, or NULL: for an ERROR raised elsewhere
+ * (subscribing, connection setup) and for the WARNING of a cleanup step,
+ * which must not raise one. Valid until the next call.
  */
 const char *
 rl_refusal_hint(const char *err)
 {
-	static char hint[256];
+	static char hint[1024];
 	char		command[64];
+	char	   *commands;
+	const char *script;
 
 	switch (classify_refusal(err, command, sizeof(command)))
 	{
@@ -400,6 +403,12 @@ rl_refusal_hint(const char *err)
 			{
 				snprintf(hint, sizeof(hint), "Grant it: ACL SETUSER %s +%s.",
 						 redis_user(), command);
+				return hint;
+			}
+			if ((commands = script_commands(err, &script)) != NULL)
+			{
+				snprintf(hint, sizeof(hint), "Grant them: ACL SETUSER %s %s.",
+						 redis_user(), commands);
 				return hint;
 			}
 			return "Grant the Redis user every command of redislock's Redis ACL (see the documentation on least privilege).";

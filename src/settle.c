@@ -92,10 +92,15 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 				rl_set_flags(locks[i], false, false);
 				rl_reply_error(replies[i], RL_OP_RELEASE, locks[i]->name);
 			}
-			ereport(WARNING,
-					(rl_op_errmsg(RL_OP_RELEASE, locks[i]->name),
-					 errdetail_internal("Redis server \"%s\" answered: %s",
-										rl_server_desc(), replies[i]->str)));
+			{
+				const char *hint = rl_refusal_hint(replies[i]->str);
+
+				ereport(WARNING,
+						(rl_op_errmsg(RL_OP_RELEASE, locks[i]->name),
+						 errdetail_internal("Redis server \"%s\" answered: %s",
+											rl_server_desc(), replies[i]->str),
+						 hint ? errhint("%s", hint) : 0));
+			}
 			before[i] = 0;
 			continue;
 		}
