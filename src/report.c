@@ -187,8 +187,10 @@ static RLRefusal
 classify_refusal(const char *err, char *command, size_t size)
 {
 	const char *q = strstr(err, "command '");
+	/* Redis 7.0 inside a script; Valkey 9 and Redis 7.2 name the command */
 	bool		denied = strncmp(err, "NOPERM", 6) == 0 ||
-		strstr(err, "The user executing the script can't") != NULL;
+		strstr(err, "The user executing the script can't") != NULL ||
+		strstr(err, "ACL failure in script") != NULL;
 	size_t		n = 0;
 
 	command[0] = '\0';

@@ -83,7 +83,7 @@ for my $sig (qw(INT TERM HUP))
 }
 
 use Exporter qw(import);
-our @EXPORT = qw(until_ok waits_ok slurp no_crash_ok lock_stats sql_literal counter_run
+our @EXPORT = qw(until_ok waits_ok told_like slurp no_crash_ok lock_stats sql_literal counter_run
   first_done_ok fair_queue fair_queue_len fair_timeout_count redis_cmd);
 
 # Bound for things that should happen "at once", in seconds; a test may raise it.
@@ -438,6 +438,20 @@ sub waits_ok
 	my ($s, $what) = @_;
 	return Test::More::ok(wait_for_extension_wait($s->{node}, $s->pid, $WAIT),
 		($what // "backend " . $s->pid) . " waits (wait_event_type Extension)");
+}
+
+# told_like($node, $err, $pid, qr/.../, $what): what the client was told
+# about its failed statement matches: from the client where it has the
+# message; DBD::Pg 3.19 and later (Debian's for PostgreSQL 18) give a
+# statement that was cancelled only its SQLSTATE, and then the server log
+# shows the ERROR or DETAIL line the backend with that pid sent.
+sub told_like
+{
+	my ($node, $err, $pid, $re, $what) = @_;
+	return Test::More::like($err // '', $re, $what)
+	  unless ($err // '') =~ /^the statement failed with SQLSTATE/;
+	return until_ok("$what (server log)", sub {
+		slurp($node->logfile) =~ /^[^\n]*\[$pid\] [^\n]*(?:ERROR|DETAIL):  (?:[0-9A-Z]{5}: )?[^\n]*$re/m });
 }
 
 sub slurp

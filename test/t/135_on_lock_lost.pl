@@ -129,9 +129,9 @@ for my $way (qw(expiry force restart))
 		{
 			my (undef, $err, $st) = $a->finish($RedisLockTest::WAIT);
 			is($st, '57014', "$what: A's statement is cancelled (57014)") or diag($err);
-			like($err // '', qr/canceling statement because Redis lock "\Q$name\E" was lost/,
+			told_like($node, $err, $pid, qr/canceling statement because Redis lock "\Q$name\E" was lost/,
 				"$what: ... with a message naming the lock");
-			like($err // '', qr/redislock\.on_lock_lost is "cancel"/, "$what: ... and the setting");
+			told_like($node, $err, $pid, qr/redislock\.on_lock_lost is "cancel"/, "$what: ... and the setting");
 			note("what the client sees: $err");
 			$a->try('ROLLBACK');
 			is($a->query('SELECT 1'), 1, "$what: A goes on");
@@ -139,7 +139,7 @@ for my $way (qw(expiry force restart))
 			$a->start('SELECT pg_sleep(600)');
 			running_ok($a, 'PgSleep', "$what: A again");
 			(undef, $err) = $a->cancel($RedisLockTest::WAIT);
-			like($err // '', qr/canceling statement due to user request/,
+			told_like($node, $err, $pid, qr/canceling statement due to user request/,
 				"$what: a later cancel by the user is reported as the user's");
 		}
 		else
@@ -161,7 +161,7 @@ for my $way (qw(expiry force restart))
 
 		ok(!$b->is_done, "$what: B, in cancel mode but holding another lock, runs on");
 		my (undef, $berr) = $b->cancel($RedisLockTest::WAIT);
-		like($berr // '', qr/canceling statement due to user request/, "$what: ... until the user cancels it");
+		told_like($node, $berr, $b->pid, qr/canceling statement due to user request/, "$what: ... until the user cancels it");
 		$b->try("SELECT redis_lock_release('$name:other')");
 		$b->close;
 		$a->close;
@@ -194,7 +194,7 @@ for my $kind (
 	is($lose->({ owner => $owner }), 1, "$what: its hold removed from Redis");
 	my (undef, $err, $st) = $s->finish($RedisLockTest::WAIT);
 	is($st, '57014', "$what: the statement is cancelled (57014)") or diag($err);
-	like($err // '', qr/canceling statement because \Q$noun\E "\Q$name\E" was lost/,
+	told_like($node, $err, $s->pid, qr/canceling statement because \Q$noun\E "\Q$name\E" was lost/,
 		"$what: ... naming it");
 	$s->close;
 }
@@ -232,7 +232,7 @@ for my $kind (
 	$c->start('SELECT pg_sleep(600)');
 	running_ok($c, 'PgSleep', 'idle/cancel');
 	(undef, $err) = $c->cancel($RedisLockTest::WAIT);
-	like($err // '', qr/canceling statement due to user request/,
+	told_like($node, $err, $cpid, qr/canceling statement due to user request/,
 		"idle/cancel: a later statement's cancel is the user's");
 	$c->try("SELECT redis_lock_release('oll:idle:cancel')");
 	$c->close;

@@ -156,7 +156,7 @@ for my $case (
 	is($java->force_unlock('jobs:nightly-batch'), 1, "$what: jobs:nightly-batch force-unlocked by Redisson");
 	my ($v, $err, $state) = $p->finish($RedisLockTest::WAIT);
 	is($state, '57014', "$what: the procedure is cancelled in iteration 2 (57014)") or diag($err);
-	like($err, qr/canceling statement because Redis lock "jobs:nightly-batch" was lost/,
+	told_like($node, $err, $p->pid, qr/canceling statement because Redis lock "jobs:nightly-batch" was lost/,
 		"$what: ... naming the lock");
 	is($obs->query("SELECT string_agg(i::text, ' ' ORDER BY i) FROM batch_log"), '1',
 		"$what: ... iteration 1 committed, 2 and 3 not");

@@ -59,7 +59,7 @@ for my $v (RealRedisson::versions())
 		if ($mode eq 'cancel')
 		{
 			is($st, '57014', "$what: the statement is cancelled (57014)") or diag($err);
-			like($err // '', qr/canceling statement because Redis lock "\Q$name\E" was lost/,
+			told_like($node, $err, $pid, qr/canceling statement because Redis lock "\Q$name\E" was lost/,
 				"$what: ... naming the lock");
 			is($s->query("SELECT state FROM redis_locks WHERE name = " . sql_literal($name)), 'lost',
 				"$what: the session goes on; the lock shows 'lost'");
