@@ -477,6 +477,16 @@ rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 			c->errhint = rl_refusal_hint(replies[i]->str);
 			return false;
 		}
+	/* an ACL without ROLE: name it, rather than wait for a failover */
+	if (st->role_reply >= 0 &&
+		replies[st->role_reply]->type == REDIS_REPLY_ERROR &&
+		rl_is_refusal(replies[st->role_reply]->str))
+	{
+		rl_fail(c, RLF_SETUP, "The server refused the connection setup: %s",
+				replies[st->role_reply]->str);
+		c->errhint = rl_refusal_hint(replies[st->role_reply]->str);
+		return false;
+	}
 	c->ready = true;
 	if (replies[st->id_reply]->type == REDIS_REPLY_INTEGER)
 		c->client_id = replies[st->id_reply]->integer;

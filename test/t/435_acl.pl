@@ -11,7 +11,9 @@
 # permission is taken away in turn and the core subset must fail with an
 # ERROR that names what to grant (the command, or the key or channel
 # patterns). The same on a cluster (one node serving every slot, sharded
-# pub/sub) with what a cluster adds. Takes about 60 s.
+# pub/sub) with what a cluster adds, the same cluster with classic pub/sub,
+# and a master found through a sentinel with what Sentinel adds (+role).
+# Takes about 60 s.
 use strict;
 use warnings;
 use FindBin;
@@ -274,23 +276,80 @@ isnt($redis->cli('CLUSTER', 'KEYSLOT', "${P}m1"), $redis->cli('CLUSTER', 'KEYSLO
 ($step, $err) = run_core();
 ok(!defined $step, 'cluster: the core subset works as a Redis user with exactly the ACL of both tables')
   or diag("$step: $err");
-for my $row (@cluster_acl)
+# Takes each row of @$rows away in turn from an ACL of @$base and @$rows:
+# the core subset must fail naming it in the hint, or (quiet) still work.
+sub remove_each
 {
-	my $perm = $row->[0];
-	set_acl(map { $_->[0] } @acl, grep { $_->[0] ne $perm } @cluster_acl);
-	$redis->cli('CLIENT', 'KILL', 'USER', 'rl');
-	$redis->cli('SCRIPT', 'FLUSH');
-	$redis->cli('FLUSHALL');
-	my ($s2, $e2) = run_core();
-	if (($row->[2] // '') eq 'quiet')
+	my ($mode, $base, $rows) = @_;
+	for my $row (@$rows)
 	{
-		ok(!defined $s2, "cluster: without $perm the core subset still works (needed for: $row->[1])") or diag("$s2: $e2");
-		next;
+		my $perm = $row->[0];
+		set_acl(map { $_->[0] } @$base, grep { $_->[0] ne $perm } @$rows);
+		$redis->cli('CLIENT', 'KILL', 'USER', 'rl');
+		$redis->cli('SCRIPT', 'FLUSH');
+		$redis->cli('FLUSHALL');
+		my ($s2, $e2) = run_core();
+		if (($row->[2] // '') eq 'quiet')
+		{
+			ok(!defined $s2, "$mode: without $perm the core subset still works (needed for: $row->[1])") or diag("$s2: $e2");
+			next;
+		}
+		ok(defined $s2, "$mode: without $perm the core subset fails") or next;
+		note("$mode: without $perm, $s2: $e2");
+		my ($name) = $perm =~ /^\+(.*)/;
+		like($e2, qr/HINT:  .*\+\Q$name\E\b/, "$mode: without $perm: the hint names it");
 	}
-	ok(defined $s2, "cluster: without $perm the core subset fails") or next;
-	note("cluster: without $perm, $s2: $e2");
-	my ($name) = $perm =~ /^\+(.*)/;
-	like($e2, qr/HINT:  .*\+\Q$name\E\b/, "cluster: without $perm: the hint names it");
 }
+remove_each('cluster', \@acl, \@cluster_acl);
+
+# --- the same cluster with classic pub/sub -------------------------------------------------
+# The sharded rows give way to the classic ones, which the single-server
+# table has: taken out of it here, so that each is taken away in turn.
+my %classic = map { $_ => 1 } qw(+subscribe +unsubscribe +publish);
+my @classic_acl = (
+	(grep { $_->[0] !~ /^\+s(?:subscribe|unsubscribe|publish)$/ } @cluster_acl),
+	(grep { $classic{ $_->[0] } } @acl),
+);
+my @acl_no_pubsub = grep { !$classic{ $_->[0] } } @acl;
+$node->append_conf('postgresql.conf', "redislock.cluster_pubsub = 'classic'\n");
+$node->restart;
+$obs = RedisLockTest::observer($node);
+set_acl(map { $_->[0] } @acl_no_pubsub, @classic_acl);
+$redis->cli('CLIENT', 'KILL', 'USER', 'rl');
+$redis->cli('FLUSHALL');
+($step, $err) = run_core();
+ok(!defined $step, 'cluster, classic pub/sub: the core subset works with the classic rows in place of the sharded ones')
+  or diag("$step: $err");
+remove_each('cluster, classic pub/sub', \@acl_no_pubsub, \@classic_acl);
+$node->stop;
+$redis->stop;
+
+# --- Sentinel: a master found through a sentinel ----------------------------------------------
+# The sentinel is asked as its default user (redislock.sentinel_password); the
+# master's ACL is the single-server table and what Sentinel adds.
+my @sentinel_acl = (
+	[ '+role', 'checking that the server the sentinels named is still the master' ],
+);
+$redis = RedisLockTest::Redis->new;
+my $sentinel = RedisLockTest::Redis->new(sentinel => 1, requirepass => 'sent-secret', extra => [
+	'sentinel monitor m 127.0.0.1 ' . $redis->port . ' 1' ]);
+until_ok('the sentinel names the master', sub {
+	(join ' ', $sentinel->cli('SENTINEL', 'get-master-addr-by-name', 'm')) eq '127.0.0.1 ' . $redis->port });
+set_acl(map { $_->[0] } @acl, @sentinel_acl);
+$node = RedisLockTest::node('acl_sentinel', undef,
+	'redislock.url' => 'redis://rl@127.0.0.1:' . $redis->port,
+	'redislock.password' => 'pw',
+	'redislock.sentinels' => '127.0.0.1:' . $sentinel->port,
+	'redislock.sentinel_master' => 'm',
+	'redislock.sentinel_password' => 'sent-secret',
+	'redislock.watchdog_timeout' => '1s',
+	'redislock.deadlock_timeout' => '200ms',
+	'redislock.command_timeout' => '5s');
+$obs = RedisLockTest::observer($node);
+($step, $err) = run_core();
+ok(!defined $step, 'sentinel: the core subset works as a Redis user with the single-server ACL and +role')
+  or diag("$step: $err");
+remove_each('sentinel', \@acl, \@sentinel_acl);
+$node->stop;
 
 done_testing;
