@@ -206,9 +206,10 @@ classify_refusal(const char *err, char *command, size_t size)
 		return RLR_CROSSSLOT;
 	if (denied)
 	{
-		if (strstr(err, "channel") != NULL)
+		/* a named command first: "hkeys" is no key pattern */
+		if (command[0] == '\0' && strstr(err, "channel") != NULL)
 			return RLR_CHANNEL_DENIED;
-		if (strstr(err, "key") != NULL)
+		if (command[0] == '\0' && strstr(err, "key") != NULL)
 			return RLR_KEY_DENIED;
 		return is_scripting_command(command) ? RLR_SCRIPTING_DENIED :
 			RLR_COMMAND_DENIED;
