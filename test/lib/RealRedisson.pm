@@ -187,6 +187,30 @@ sub check_build
 	return undef;
 }
 
+# The versions a test runs, each with its driver built: a version whose
+# driver is missing or stale fails its "driver available" check (and
+# $missing->($version) is called, for the test's own table) and is left out.
+sub usable_versions
+{
+	my ($missing) = @_;
+	Test::More::note('only Redisson ' . join(' ', versions()) . ' (REDISLOCK_REDISSON_VERSIONS)')
+	  if $ENV{REDISLOCK_REDISSON_VERSIONS};
+	my @usable;
+	for my $v (versions())
+	{
+		my $why = check_build($v);
+		if ($why)
+		{
+			Test::More::fail("Redisson $v: driver available");
+			Test::More::diag($why);
+			$missing->($v) if $missing;
+			next;
+		}
+		push @usable, $v;
+	}
+	return @usable;
+}
+
 sub new
 {
 	my ($class, %opt) = @_;

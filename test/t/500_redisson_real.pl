@@ -499,18 +499,8 @@ sub token_ttl_check
 	is($rc->cmd('PTTL', $key), -1, 'after a SQL acquisition: still no TTL (else the counter can vanish and Java restarts at 1)');
 }
 
-note('only Redisson ' . join(' ', RealRedisson::versions()) . ' (REDISLOCK_REDISSON_VERSIONS)')
-  if $ENV{REDISLOCK_REDISSON_VERSIONS};
-for my $v (RealRedisson::versions())
+for my $v (RealRedisson::usable_versions(sub { $record{$_[0]}{driver} = 'FAIL' }))
 {
-	my $why = RealRedisson::check_build($v);
-	if ($why)
-	{
-		fail("Redisson $v: driver available");
-		diag($why);
-		$record{$v}{driver} = 'FAIL';
-		next;
-	}
 	# lockWatchdogTimeout 3 s (a renewal round a second) for the renewal
 	# checks; the exclusion check's Java holds run on it too, the others
 	# have 10-minute leases.
