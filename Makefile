@@ -15,6 +15,7 @@ OBJS = \
 	src/cleanup.o \
 	src/config.o \
 	src/conn.o \
+	src/conn_io.o \
 	src/deadlock.o \
 	src/fanout.o \
 	src/holds.o \

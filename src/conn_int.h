@@ -1,6 +1,6 @@
 /*
  * conn_int.h
- *	  Shared by config.c, conn.c, pipeline.c, pubsub.c and report.c, not
+ *	  Shared by config.c, conn.c, conn_io.c, pipeline.c, pubsub.c and report.c, not
  *	  seen by the layers above (they use conn.h): parsed settings, steps of
  *	  a request.
  *
@@ -67,8 +67,10 @@ extern char rl_server_problem[256];
 
 extern void rl_load_server(void);
 
-/* conn.c: one connection's steps, for pipeline.c and pubsub.c */
+/* report.c: why a call on c failed, for its caller to report */
 extern bool rl_fail(RLConn *c, RLFailure failure, const char *fmt,...) pg_attribute_printf(3, 4);
+
+/* conn_io.c: one connection's steps, for conn.c, pipeline.c and pubsub.c */
 extern TimestampTz rl_after_ms(int ms);
 extern long rl_ms_until(TimestampTz until);
 extern bool rl_open_socket(RLConn *c, const RLNode *node, const char *unix_path,
@@ -80,12 +82,19 @@ extern bool rl_invalid_reply(RLConn *c);
 extern int	rl_build_setup(RLConn *c, RLCommand *cmds, char *db, char *stale,
 						   RLSetup *st);
 extern bool rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies);
-extern bool rl_ensure_open(RLConn *c, TimestampTz until);
+extern bool rl_connect_socket(RLConn *c, const RLNode *node,
+							  const char *unix_path, TimestampTz until);
+extern bool rl_setup_session(RLConn *c, TimestampTz until);
+extern bool rl_round_trip(RLConn *c, int ncmds, const RLCommand *cmds,
+						  RLReply **replies, TimestampTz until);
 extern bool rl_queue_commands(RLConn *c, int ncmds, const RLCommand *cmds);
 extern bool rl_flush(RLConn *c, TimestampTz until);
 extern bool rl_read_reply(RLConn *c, TimestampTz until, bool timeout_is_error,
 						  redisReply **out);
 extern RLReply *rl_copy_reply(const redisReply *r);
+
+/* conn.c: opening where the settings say, and retrying */
+extern bool rl_ensure_open(RLConn *c, TimestampTz until);
 extern void rl_retry_init(RLRetry *r, RLConn *c, TimestampTz until);
 extern bool rl_worth_retrying(RLConn *c, RLRetry *r);
 

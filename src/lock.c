@@ -697,6 +697,7 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	if (keep > 0 && keep >= ll->redis_holds && held_quietly(ll))
 	{
 		ll->session_holds -= n;
+		Assert(ll->session_holds >= 0);
 		rl_stat_add(RL_STAT_RELEASES, 1);
 		rl_publish(ll, false, 0);
 		return true;
@@ -724,6 +725,7 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 		return false;
 	}
 	ll->session_holds -= n;
+	Assert(ll->session_holds >= 0);
 	rl_stat_add(RL_STAT_RELEASES, 1);
 	rl_publish_or_forget(ll);
 	return true;

@@ -175,6 +175,7 @@ give_back(MultiLock *m, int n, bool quiet)
 		return;
 	for (int i = 0; i < n; i++)
 	{
+		Assert(m->locks[i]->session_holds > 0);
 		m->locks[i]->session_holds--;
 		keep[i] = total_holds(m->locks[i]);
 		rl_mark_dirty(m->locks[i]);
@@ -292,6 +293,7 @@ take_in_order(MultiLock *m)
 	if (m->req->scope == RL_SCOPE_XACT)
 		for (int i = 0; i < m->n; i++)
 		{
+			Assert(m->locks[i]->session_holds > 0);
 			m->locks[i]->session_holds--;
 			rl_add_xact_hold(m->locks[i], 1);
 			rl_publish(m->locks[i], false, 0);

@@ -143,6 +143,7 @@ end_xact_holds(SubTransactionId subid)
 			continue;
 		}
 		h->lock->xact_holds -= h->count;
+		Assert(h->lock->xact_holds >= 0);
 		rl_publish(h->lock, false, 0);
 		rl_stat_add(RL_STAT_RELEASES, 1);
 		rl_mark_dirty(h->lock);

@@ -22,19 +22,15 @@
 #   --installed   test the redislock installed into that PostgreSQL: no build,
 #                 and fail at once if it is not installed
 # Environment:
-#   REDISLOCK_PGBIN=DIR   bin directory of the PostgreSQL to use
-#                         (default /usr/lib/postgresql/15/bin)
+#   REDISLOCK_PGBIN=DIR   bin directory of the PostgreSQL to use (default:
+#                         that of pg_config on PATH, else the newest
+#                         installed; test/lib/common.sh's pg_paths)
 #   REDISLOCK_KEEP=1      keep the work dir (logs, data dirs); it is kept
 #                         anyway when the soak failed
 #   REDISLOCK_SOAK_SQL=8, REDISLOCK_SOAK_JAVA=3   SQL workers, Redisson clients
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PGBIN=${REDISLOCK_PGBIN:-/usr/lib/postgresql/15/bin}
-PG_CONFIG=$PGBIN/pg_config
-PGXS_DIR=$(dirname "$PGBIN")/lib/pgxs
-PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
-PG_PERL_LIB=$PGXS_DIR/src/test/perl
 
 MINUTES=3 SEED='' FAULTS=all PRIME=0 DO_DEPS=1 DO_BUILD=1 INSTALLED=0
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -58,6 +54,7 @@ done
 PASSED=0 FAILED=0 WORK='' SUMMARY_PRINTED=0
 # shellcheck source=../lib/common.sh
 . "$ROOT/test/lib/common.sh"
+pg_paths || exit 2
 
 log() { printf '\n=== soak: %s\n' "$*"; }
 
@@ -132,7 +129,10 @@ log "work dir $WORK (servers run as $RUN_USER)"
 args=(--minutes "$MINUTES" --faults "$FAULTS" --sql "${REDISLOCK_SOAK_SQL:-8}" --java "${REDISLOCK_SOAK_JAVA:-3}")
 [ -n "$SEED" ] && args+=(--seed "$SEED")
 [ "$PRIME" = 1 ] && args+=(--prime)
+# TESTDIR for PostgreSQL 15's PostgreSQL::Test::Utils, TESTDATADIR and
+# TESTLOGDIR for 16's and later
 env=(PATH="$PGBIN:$PATH" TESTDIR="$WORK" PG_REGRESS="$PG_REGRESS"
+     TESTDATADIR="$WORK/tmp_check" TESTLOGDIR="$WORK/tmp_check/log"
      PERL5LIB="$WORK/test/lib:$WORK/test/redisson:$WORK/test/soak:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
      REDISLOCK_TEST_WORKDIR="$WORK" SOAK_STOPPED_FILE="$WORK/stopped.pids")
 [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)
