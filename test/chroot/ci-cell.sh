@@ -11,12 +11,13 @@
 #     --subset  the TAP tests named in SUBSET below (default)
 # Steps, as .ci/run's on the host: dpkg-buildpackage -b -us -uc with every
 # warning an error (PG_CFLAGS, checked on each object), debian/control made
-# for the suite's PostgreSQL (pg_buildext updatecontrol); the .deb installed
+# for the suite's PostgreSQL (pg_buildext updatecontrol); lintian (the
+# host's) on the package, errors failing; the .deb installed
 # with apt (its Depends must resolve); test/run-all.sh --installed.  The
 # fault suite (network namespaces, valgrind) runs only in the host's cell.
 # Run as root.  Ends with the line
 #   ci-cell SUITE/SERVER: redislock: N passed, M failed
-# counting the package build, the flags check, the install, the static
+# counting the package build, the flags check, lintian, the install, the static
 # checks (once per run-all: twice), pg_regress tests, make installcheck and
 # TAP files.
 set -euo pipefail
@@ -136,6 +137,14 @@ DEB=$BUILD/postgresql-$PGV-redislock_${VERSION}_$(dpkg --print-architecture).deb
 [ -f "$DIR$DEB" ] || { echo "$TAG: no $DEB" >&2; ls "$DIR$BUILD" >&2; fail deb; exit 1; }
 PKG=postgresql-$PGV-redislock
 dpkg-deb -I "$DIR$DEB" | sed -n 's/^ \(Package\|Version\|Depends\):/  \1:/p'
+step "lintian on the package (the host's lintian, errors fail, as for 15's)"
+if ! command -v lintian >/dev/null 2>&1; then
+    SKIPS+=("lintian (not installed on the host)")
+elif lintian --fail-on error --display-info "$DIR$BUILD"/redislock_"${VERSION}"_*.changes; then
+    pass
+else
+    fail lintian
+fi
 step "installing ${DEB##*/}"
 # with its debug symbols, which test 393's gdb needs (the library is stripped
 # and, from PostgreSQL 16 on, its functions are hidden)

@@ -96,15 +96,72 @@ sub rows_of
 
 $started = oq($restart_sql);
 
-# --- (c) a permit taken as the first call stays the session's ----------------------
+# --- (c) what the first call takes stays the session's ---------------------------
+#
+# For every acquiring function of the catalog (a function the table lacks
+# fails the test): session A's first redislock call takes the resource (in
+# a transaction for the xact ones), A then draws its owner id, and once
+# the worker has swept since, the resource is still A's: B cannot take it,
+# redis_locks shows it held, the worker gave back nothing of an "ended
+# session".  Found first for redis_permit_acquire (its slot recorded
+# session number 0), then for its transaction form by the soak.
 {
-	my $n = 'c:pool';
-	oq("SELECT redis_permit_try_set_permits('$n', 1)");
-	my $a = session('rl_user');
-	my $b = session('rl_user');
-	my $id = $a->query("SELECT redis_permit_acquire('$n', '0', '10 min')");
-	like($id, qr/^[0-9a-f]{32}$/, '(c) A\'s first call takes the only permit');
-	like($a->query('SELECT redis_lock_owner_id()'), qr/:\d+$/, '(c) A then draws its owner id');
+	# function => [ take (A's first call), B's attempt, what B gets,
+	#               A's release (or COMMIT for the xact ones) ]
+	my $L = "'10 min'";
+	my %TAKE = (
+		redis_lock_acquire => [ "SELECT redis_lock_acquire('c:lock', '0', $L)",
+			"SELECT redis_lock_acquire('c:lock', '0')", 'f',
+			"SELECT redis_lock_release('c:lock')" ],
+		redis_xact_lock_acquire => [ "SELECT redis_xact_lock_acquire('c:xlock', '0', $L)",
+			"SELECT redis_lock_acquire('c:xlock', '0')", 'f', 'COMMIT' ],
+		redis_read_lock_acquire => [ "SELECT redis_read_lock_acquire('c:rw', '0', $L)",
+			"SELECT redis_write_lock_acquire('c:rw', '0')", 'f',
+			"SELECT redis_read_lock_release('c:rw')" ],
+		redis_write_lock_acquire => [ "SELECT redis_write_lock_acquire('c:w', '0', $L)",
+			"SELECT redis_read_lock_acquire('c:w', '0')", 'f',
+			"SELECT redis_write_lock_release('c:w')" ],
+		redis_xact_read_lock_acquire => [ "SELECT redis_xact_read_lock_acquire('c:xrw', '0', $L)",
+			"SELECT redis_write_lock_acquire('c:xrw', '0')", 'f', 'COMMIT' ],
+		redis_xact_write_lock_acquire => [ "SELECT redis_xact_write_lock_acquire('c:xw', '0', $L)",
+			"SELECT redis_read_lock_acquire('c:xw', '0')", 'f', 'COMMIT' ],
+		redis_lock_acquire_all => [ "SELECT redis_lock_acquire_all(ARRAY['c:m1', 'c:m2'], '0', $L)",
+			"SELECT redis_lock_acquire('c:m2', '0')", 'f',
+			"SELECT redis_lock_release('c:m1') AND redis_lock_release('c:m2')" ],
+		redis_xact_lock_acquire_all => [ "SELECT redis_xact_lock_acquire_all(ARRAY['c:xm1', 'c:xm2'], '0', $L)",
+			"SELECT redis_lock_acquire('c:xm2', '0')", 'f', 'COMMIT' ],
+		redis_semaphore_acquire => [ "SELECT redis_semaphore_acquire('c:sem', 1, '0')",
+			"SELECT redis_semaphore_acquire('c:sem', 1, '0')", 'f',
+			"SELECT redis_semaphore_release('c:sem')" ],
+		redis_xact_semaphore_acquire => [ "SELECT redis_xact_semaphore_acquire('c:xsem', 1, '0')",
+			"SELECT redis_semaphore_acquire('c:xsem', 1, '0')", 'f', 'COMMIT' ],
+		redis_permit_acquire => [ "SELECT redis_permit_acquire('c:pool', '0', $L)",
+			"SELECT redis_permit_acquire('c:pool', '0')", undef, 'RELEASE' ],
+		redis_xact_permit_acquire => [ "SELECT redis_xact_permit_acquire('c:xpool', '0', $L)",
+			"SELECT redis_permit_acquire('c:xpool', '0')", undef, 'COMMIT' ],
+	);
+	my @catalog = split /\n/, oq(q{SELECT string_agg(p.proname, E'\n' ORDER BY p.proname)
+		FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+		JOIN pg_extension e ON d.refobjid = e.oid AND e.extname = 'redislock'
+		WHERE p.proname LIKE '%\_acquire%'});
+	ok(@catalog > 0, '(c) the catalog lists acquiring functions');
+	ok(exists $TAKE{$_}, "(c) the table has $_") for @catalog;
+
+	oq("SELECT redis_semaphore_try_set_permits('$_', 1)") for qw(c:sem c:xsem);
+	oq("SELECT redis_permit_try_set_permits('$_', 1)") for qw(c:pool c:xpool);
+	my (%a, %b, %id);
+	for my $f (sort keys %TAKE)
+	{
+		my ($take, undef, undef, $end) = @{ $TAKE{$f} };
+		$a{$f} = session('rl_user');
+		$b{$f} = session('rl_user');
+		$a{$f}->query('BEGIN') if $end eq 'COMMIT';
+		my $got = $a{$f}->query($take);
+		if ($f =~ /permit/) { like($got, qr/^[0-9a-f]{32}$/, "(c) $f: A's first call takes the only permit"); }
+		else { is($got, 't', "(c) $f: A's first call takes it"); }
+		$id{$f} = $got;
+		like($a{$f}->query('SELECT redis_lock_owner_id()'), qr/:\d+$/, "(c) $f: A then draws its owner id");
+	}
 
 	# The worker's sweeps are seen through the renewals of a watchdog lock
 	# with a short lease (one renewal per sweep): the sweep that makes the
@@ -114,19 +171,28 @@ $started = oq($restart_sql);
 	$ticker->query(q{SET redislock.watchdog_timeout = '3s'});
 	$ticker->query(q{SELECT redis_lock_acquire('c:ticker')});
 	my $r0 = oq('SELECT renewals FROM redis_lock_stats');
-	until_ok('(c) the worker has swept at least once since A drew its owner id',
+	until_ok('(c) the worker has swept at least once since every A drew its owner id',
 		sub { oq('SELECT renewals FROM redis_lock_stats') >= $r0 + 3 });
 
-	is($b->query("SELECT redis_permit_acquire('$n', '0')"), undef,
-		'(c) B does not get the pool\'s only permit');
-	ok(exists FakeRedisson->new(port => $redis->port)->permit_state($n)->{members}{$id},
-		'(c) A\'s permit is still in Redis');
-	is(oq("SELECT state FROM redis_locks WHERE pid = " . $a->pid . " AND kind = 'permit'"),
-		'held', '(c) redis_locks shows A\'s permit held');
+	my $java = FakeRedisson->new(port => $redis->port);
+	for my $f (sort keys %TAKE)
+	{
+		my (undef, $try, $want, $end) = @{ $TAKE{$f} };
+		is($b{$f}->query($try), $want, "(c) $f: B does not get what A holds");
+		ok(oq("SELECT count(*) FROM redis_locks WHERE pid = " . $a{$f}->pid . " AND state = 'held'") > 0,
+			"(c) $f: redis_locks shows A's hold held");
+		ok(exists $java->permit_state($f =~ /xact/ ? 'c:xpool' : 'c:pool')->{members}{ $id{$f} },
+			"(c) $f: A's permit is still in Redis") if $f =~ /permit/;
+		if ($end eq 'RELEASE')
+		{
+			is($a{$f}->query("SELECT redis_permit_release('c:pool', '$id{$f}')"), 't', "(c) $f: A gives it back");
+		}
+		elsif ($end eq 'COMMIT') { $a{$f}->query('COMMIT'); }
+		else { is($a{$f}->query($end), 't', "(c) $f: A gives it back"); }
+	}
 	is(slurp($node->logfile) =~ /of the ended session/ ? 1 : 0, 0,
 		'(c) the worker released nothing of an "ended session"');
-	is($a->query("SELECT redis_permit_release('$n', '$id')"), 't', '(c) A gives its permit back');
-	$_->close for ($a, $b, $ticker);
+	$_->close for (values %a, values %b, $ticker);
 	server_whole_ok('(c)');
 }
 
