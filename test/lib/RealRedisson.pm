@@ -49,8 +49,10 @@ C<url> a single server URL, C<mode> the words of the driver's C<connect>
 command (C<['sentinel', $master, $urls]>, C<['cluster', $urls]>).  C<options>
 => [ 'watchdog=5000', ... ] adds connect options; C<minIdle=2> unless given
 (Redisson's 24 idle connections per node at start can time out on a busy
-machine).  The JVM's stderr (Redisson's
-log) goes to C<$PostgreSQL::Test::Utils::log_path/redisson_E<lt>vE<gt>_E<lt>nE<gt>.log>.
+machine).  C<tls> => $tls (a RedisLockTest::TLS) makes the client trust that
+CA for rediss:// URLs (the C<truststore> options, with
+C<< $tls->java_truststore >>).  The JVM's stderr (Redisson's log) goes to
+C<$PostgreSQL::Test::Utils::log_path/redisson_E<lt>vE<gt>_E<lt>nE<gt>.log>.
 
 =item $j->run($thread, $op, @args)
 
@@ -221,6 +223,11 @@ sub new
 	my @connect = $opt{mode} ? @{ $opt{mode} }
 	  : ('single', $opt{url} // ('redis://127.0.0.1:' . ($opt{port} // croak 'RealRedisson->new: port or url')));
 	my @options = @{ $opt{options} // [] };
+	if ($opt{tls})
+	{
+		my ($store, $pass) = $opt{tls}->java_truststore;
+		push @options, "truststore=$store", "truststorePassword=$pass";
+	}
 	# Redisson opens 24 (older versions 32) idle connections per node at
 	# start, and gives up when they are not all up within connectTimeout:
 	# on a busy test machine, with a JVM per version, keep that small.

@@ -1,18 +1,22 @@
 # 300_tls.pl — redislock over TLS to a single Redis that speaks only TLS:
-# locks, waits (pub/sub over TLS), a Redisson-layout client on the same
-# names, the watchdog, the commit guard and the mutual-exclusion counter;
+# locks, waits (pub/sub over TLS), the real Redisson client (RealRedisson,
+# the newest version of @RealRedisson::VERSIONS) over TLS with a password on
+# the same names, excluded and woken both ways, the watchdog, the commit
+# guard and the mutual-exclusion counter;
 # every setup failure a clear 08001 naming the server, with the reason in
 # words; the TLS settings checked when set and kept from ordinary users; a
 # stalled handshake bounded by connect_timeout and cancellable, and a
 # connection cut short that way never reused; a request given up on over
 # TLS never applied later.
+# Takes about 20 s (4 s of it the JVM starting).
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
 use RedisLockTest;
 use DelayProxy;
-use FakeRedisson;
+use FakeRedisson;    # only its channel names
+use RealRedisson;
 use Test::More;
 
 my $T = 60;
@@ -24,7 +28,10 @@ my $node = RedisLockTest::node('tls', $redis,
 	'redislock.tls_ca_file'      => $tls->ca_file,
 	'redislock.watchdog_timeout' => '3s');
 my $obs = RedisLockTest::Session->new($node);
-my $java = FakeRedisson->new(port => $redis->port, password => $secret, $redis->tls_opts);
+my ($JAVA_VERSION) = reverse RealRedisson::versions();
+my $java = RealRedisson->new(version => $JAVA_VERSION, url => $redis->url, tls => $tls,
+	options => ["password=$secret"]);
+my $LONG = 600000;    # Redisson lease and wait: 10 min, so only a message explains a wake
 
 sub state_of
 {
@@ -62,13 +69,25 @@ is($a->query("SELECT redis_lock_release('tls:1')"), 't', 'A releases');
 my ($v, $err) = $b->finish($T);
 is($v, 't', 'B is woken by the unlock message over TLS and gets the lock') or diag($err);
 is($redis->cli('HGET', 'tls:1', $b_id), '1', '... B holds it in Redis');
-cmp_ok($java->try_lock('tls:1', 1, 30000), '>', 0, 'the Redisson client is refused while B holds it');
+is($java->run('j', 'tryLock', 'plain', 'tls:1', 0, $LONG), 'false',
+	"the Redisson client ($JAVA_VERSION, over TLS) is refused while B holds it");
 is($b->query("SELECT redis_lock_release('tls:1')"), 't', 'B releases');
 
-is($java->try_lock('tls:2', 1, 600000), undef, 'the Redisson client takes tls:2');
+# a lock no session waited for, so that the client is its channel's only subscriber
+sub subscribers { ($redis->cli('PUBSUB', 'NUMSUB', FakeRedisson::channel($_[0])))[1] }
+is($b->query("SELECT redis_lock_acquire('tls:3', '0', '10 min')"), 't', 'B takes tls:3');
+is(subscribers('tls:3'), 0, '... nobody is subscribed to its channel');
+$java->start('w', 'j', 'tryLock', 'plain', 'tls:3', $LONG, $LONG);
+until_ok('the Redisson client waits, subscribed over TLS', sub { subscribers('tls:3') >= 1 });
+is($b->query("SELECT redis_lock_release('tls:3')"), 't', 'B releases tls:3');
+is_deeply([ $java->result('w', $T) ], [ 'ok', 'true' ],
+	"the Redisson client is woken by B's release over TLS and gets tls:3");
+is($java->run('j', 'unlock', 'plain', 'tls:3'), 'null', 'the Redisson client unlocks tls:3');
+
+is($java->run('j', 'tryLock', 'plain', 'tls:2', 0, $LONG), 'true', 'the Redisson client takes tls:2');
 $a->start("SELECT redis_lock_acquire('tls:2', '1 min', '10 min', true)");
 waits_ok($a, 'A waits (fair) behind the Redisson client');
-is($java->unlock('tls:2', 1), 1, 'the Redisson client unlocks');
+is($java->run('j', 'unlock', 'plain', 'tls:2'), 'null', 'the Redisson client unlocks');
 ($v, $err) = $a->finish($T);
 is($v, 't', 'A gets the lock') or diag($err);
 is($a->query("SELECT redis_lock_release('tls:2')"), 't', 'A releases');

@@ -7,18 +7,21 @@
 #    waiter there is woken by its release; sentinel_tls off against TLS
 #    sentinels is a clear 08001 naming the sentinel (its hint: 312);
 #  - Cluster with tls-cluster yes: locks on every master, a sharded wait
-#    woken, a slot migration followed, a Redisson client excluded both ways;
-#    the mutual-exclusion counter;
+#    woken, a slot migration followed, the real Redisson client (RealRedisson,
+#    the newest version of @RealRedisson::VERSIONS) as a TLS cluster client
+#    excluded and woken both ways; the mutual-exclusion counter;
 #  - Redlock over 3 TLS masters: a majority on all three, a waiter, fencing
 #    tokens increasing, one master down still a majority (a waiter too), two
 #    down a clear 08006, the watchdog restoring a hold on a master restarted
 #    empty.
+# Takes about 30 s (4 s of it the JVM starting).
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
 use RedisLockTest;
-use FakeRedisson;
+use FakeRedisson;    # only its channel names
+use RealRedisson;
 use Test::More;
 
 my $T = 60;
@@ -154,17 +157,34 @@ my %tls_conf = ('redislock.tls_ca_file' => $tls->ca_file, 'redislock.watchdog_ti
 	is($a->query("SELECT redis_lock_release('tc:m')"), 't', 'A follows MOVED over TLS and releases');
 	is($to->cli('EXISTS', 'tc:m'), 0, '... on the new master');
 
-	my $seed = ($cl->nodes)[0];
-	my $java = FakeRedisson->new(port => $seed->port, cluster => 1, $seed->tls_opts);
-	is($java->try_lock('tc:j', 1, 600000), undef, 'a Redisson client locks tc:j over TLS');
+	my ($JAVA_VERSION) = reverse RealRedisson::versions();
+	my $LONG = 600000;    # Redisson lease and wait: 10 min, so only a message explains a wake
+	my $java = RealRedisson->new(version => $JAVA_VERSION, tls => $tls,
+		mode => [ 'cluster', join(',', map { $_->url } $cl->masters) ]);
+	is($java->run('j', 'tryLock', 'plain', 'tc:j', 0, $LONG), 'true',
+		"the Redisson client ($JAVA_VERSION, a TLS cluster client) locks tc:j");
 	is($a->query("SELECT redis_lock_acquire('tc:j', '0')"), 'f', 'A is refused');
-	$a->start("SELECT redis_lock_acquire('tc:j', '1 min', '1 min')");
+	$a->start("SELECT redis_lock_acquire('tc:j', '1 min', '10 min')");
 	waits_ok($a, 'A (for the Redisson client)');
-	is($java->unlock('tc:j', 1), 1, 'the Redisson client unlocks');
+	is($java->run('j', 'unlock', 'plain', 'tc:j'), 'null', 'the Redisson client unlocks');
 	($v, $err) = $a->finish($T);
 	is($v, 't', 'A is woken and gets tc:j') or diag($err);
-	cmp_ok($java->try_lock('tc:j', 1, 600000), '>', 0, 'the Redisson client is refused while A holds it');
+	is($java->run('j', 'tryLock', 'plain', 'tc:j', 0, $LONG), 'false',
+		'the Redisson client is refused while A holds it');
 	is($a->query("SELECT redis_lock_release('tc:j')"), 't', 'A releases');
+
+	# a lock no session waited for, so that the client is its channel's only subscriber
+	my $kchan = FakeRedisson::channel('tc:k');
+	my $subs = sub { ($cl->cli_for_key($kchan, 'PUBSUB', 'SHARDNUMSUB', $kchan))[1] };
+	is($a->query("SELECT redis_lock_acquire('tc:k', '0', '10 min')"), 't', 'A holds tc:k');
+	is($subs->(), 0, '... nobody is subscribed to its channel');
+	$java->start('w', 'j', 'tryLock', 'plain', 'tc:k', $LONG, $LONG);
+	until_ok('the Redisson client waits, subscribed (SSUBSCRIBE) over TLS', sub { $subs->() >= 1 });
+	is($a->query("SELECT redis_lock_release('tc:k')"), 't', 'A releases tc:k');
+	is_deeply([ $java->result('w', $T) ], [ 'ok', 'true' ],
+		"the Redisson client is woken by A's release over TLS and gets tc:k");
+	is($java->run('j', 'unlock', 'plain', 'tc:k'), 'null', 'the Redisson client unlocks tc:k');
+	$java->quit;
 
 	my ($count, @errors) = counter_run($node, 'tc:counter', 4, 30);
 	is($count, 120, 'the counter over the TLS cluster: 4 sessions x 30 rounds');

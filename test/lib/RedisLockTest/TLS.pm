@@ -137,6 +137,38 @@ sub server_files
 
 =pod
 
+=item $tls->java_truststore
+
+(path, password) of a PKCS12 trust store holding the CA (ca_file), for a
+Java client (RealRedisson's C<tls> option); made with the JDK's C<keytool>
+(the one beside C<$ENV{REDISLOCK_JAVA}> when that is a path) when first
+asked for.  Dies with keytool's output if that fails.
+
+=cut
+
+sub java_truststore
+{
+	my ($self) = @_;
+	my $file = "$self->{dir}/truststore.p12";
+	my $pass = 'redislock-test';
+	if (!-f $file)
+	{
+		my ($in, $out) = ('', '');
+		my $keytool = ($ENV{REDISLOCK_JAVA} // '') =~ m{^(.*/)} ? "$1keytool" : 'keytool';
+		my @cmd = ($keytool, '-importcert', '-noprompt', '-alias', 'redislock-test-ca',
+			'-file', $self->ca_file, '-keystore', $file, '-storetype', 'PKCS12', '-storepass', $pass);
+		my $ok = eval { IPC::Run::run(\@cmd, \$in, '>&', \$out, IPC::Run::timeout(60)) };
+		if (!$ok)
+		{
+			unlink $file;
+			croak "@cmd failed" . ($@ ? ": $@" : " (status " . ($? >> 8) . ")") . ":\n$out";
+		}
+	}
+	return ($file, $pass);
+}
+
+=pod
+
 =back
 
 =cut

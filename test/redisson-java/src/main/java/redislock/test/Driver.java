@@ -291,6 +291,31 @@ public final class Driver
 				case "checkSentinelsList":
 					invoke(server, "setCheckSentinelsList", boolean.class, Boolean.parseBoolean(v));
 					break;
+				case "truststore":
+				case "truststorePassword":
+					{
+						/*
+						 * rediss:// servers are trusted when a CA in this
+						 * trust store file (PKCS12 or JKS) signed their
+						 * certificate.  The SSL settings are on each
+						 * server's config up to 3.x and on Config in 4.x.
+						 */
+						Object ssl;
+						try
+						{
+							Config.class.getMethod("setSslTruststore", java.net.URL.class);
+							ssl = config;
+						}
+						catch (NoSuchMethodException e)
+						{
+							ssl = server;
+						}
+						if (k.equals("truststore"))
+							invoke(ssl, "setSslTruststore", java.net.URL.class, new java.io.File(v).toURI().toURL());
+						else
+							invoke(ssl, "setSslTruststorePassword", String.class, v);
+						break;
+					}
 				case "sharded":
 					{
 						/* ShardedSubscriptionMode (3.29+): AUTO, ON, OFF */
