@@ -1,10 +1,14 @@
 # 325_rwlock_redisson.pl — read-write locks shared by SQL sessions and a
 # Redisson client (RReadWriteLock) on the same names: readers share across
-# both sides, writers exclude both ways, releases on either side wake
-# waiters on the other, downgrades on either side let readers in, a crashed
-# Redisson reader's hold runs out and stops keeping writers out, and the
-# watchdog keeps SQL read holds (their rwlock_timeout keys included) alive
-# past many leases, so that a Redisson reader's unlock sees them.
+# both sides, writers exclude both ways, a Redisson writer's unlock wakes a
+# SQL reader and the last Redisson reader's a SQL writer (whose writer mark
+# keeps new SQL readers out, not Redisson's), an upgrade waits for the
+# other readers of both sides, downgrades on either side let readers in, a
+# crashed Redisson reader's hold runs out and stops keeping writers out, and
+# the watchdog keeps SQL read holds (their rwlock_timeout keys included)
+# alive past many leases, so that a Redisson reader's unlock sees them.
+# A Redisson reader or writer woken by a SQL release is 500's 'rwlock'
+# check, for every version.
 #
 # Two groups of checks fail on commit 8eec616 (defects, see the comments at
 # 3e (ii) and 5d): a SQL reader waiting to upgrade to write is not woken when
@@ -12,9 +16,14 @@
 # fixed-lease hold is lost when a Redisson reader that ran under Java's
 # watchdog crashes.
 #
-# The "Java client" is test/redisson/FakeRedisson.pm: Redisson's own
-# RedissonReadLock / RedissonWriteLock / ReadLockTask scripts (transcribed in
-# test/redisson/rw_*.lua) with the keys and arguments Redisson computes.
+# The Java client is the real one (RealRedisson: test/redisson-java's
+# driver, the newest version in @RealRedisson::VERSIONS, with
+# lockWatchdogTimeout 2 s; a second JVM is killed in 5a).  The transcribed
+# client (test/redisson/FakeRedisson.pm: Redisson's scripts, test/redisson/
+# rw_*.lua) plays Redisson only where the Java API cannot show what is
+# checked: the scripts' return codes (2r) and exactly one read watchdog
+# round before a crash (5d).  Elsewhere FakeRedisson is only a Redis
+# connection, key and channel names and the rw_state snapshot.
 #
 # No sleeps and no timing thresholds:
 # * holders use 10-minute leases wherever a wake-up is checked, and the
@@ -23,24 +32,27 @@
 # * what was published is read by an observer subscribed to the lock's
 #   channel and to a marker channel: the test publishes a marker and takes
 #   the messages that came before it (Redis delivers in publish order);
-# * short watchdog leases (a crashed reader's, the Redisson downgrade
-#   holder's) are kept alive by the test playing Redisson's watchdog on
-#   every poll, and the "crash" is when it stops; a renewal round that finds
-#   the hold gone is counted and must not happen; a crashed reader with a
-#   fixed lease is waited out by its rwlock_timeout key's expiry;
+# * a Redisson hold on the watchdog (2 s) is kept by Redisson's own
+#   watchdog: a renewal is seen as its rwlock_timeout key's PTTL going up,
+#   and a hold that lapsed never comes back, so its field and live key at
+#   the end show it never lapsed; a crash is a SIGKILL of the JVM; a
+#   crashed reader with a fixed lease is waited out by its rwlock_timeout
+#   key's expiry;
 # * "past N leases" is measured by Redis's own clock: a marker key set with
 #   PX N * lease after the hold's keys got their expiry, waited out.
+# Takes about 1 min (two JVM starts).
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
 use RedisLockTest;
+use RealRedisson;
 use FakeRedisson;
 use Test::More;
 
 my $T     = 60;         # bound for anything that should happen "at once", s
 my $LONG  = 600_000;    # the Java client's lease: 10 min, ms
-my $SHORT = 2000;       # lockWatchdogTimeout of the short-lease Java clients, ms
+my $SHORT = 2000;       # lockWatchdogTimeout of the Java clients, ms
 my $WD    = 2000;       # redislock.watchdog_timeout, ms (the GUC's minimum is 1 s)
 
 my $redis = RedisLockTest::Redis->new;
@@ -50,7 +62,13 @@ my $node  = RedisLockTest::node('rwredisson', $redis,
 	# 20 min, so only a message can wake it within $T
 	'redislock.fair_wait_timeout' => '1h');
 my $rc   = FakeRedisson::Conn->new(port => $redis->port);
-my $java = FakeRedisson->new(port => $redis->port, lease => $LONG);
+my ($JAVA_VERSION) = reverse RealRedisson::versions();
+my $why = RealRedisson::check_build($JAVA_VERSION);
+ok(!$why, "Redisson $JAVA_VERSION: driver available") or diag($why);
+my $java = RealRedisson->new(version => $JAVA_VERSION, port => $redis->port, options => ["watchdog=$SHORT"]);
+note("Redisson $JAVA_VERSION: client id " . $java->id . ', log ' . $java->logfile);
+# the transcribed scripts, for the return codes (2r) and 5d
+my $fake = FakeRedisson->new(port => $redis->port, lease => $LONG);
 my $obs  = RedisLockTest::observer($node);
 
 my $a = RedisLockTest::Session->new($node);
@@ -72,6 +90,7 @@ sub take_notices
 }
 
 sub numsub { $rc->cmd('PUBSUB', 'NUMSUB', $_[0])->[1] }
+sub rw_chan { FakeRedisson::rw_channel($_[0]) }
 sub mark_key { "redislock_rwlock_writer:{$_[0]}" }
 sub tkey { FakeRedisson::rw_timeout_key($_[0], $_[1], $_[2] // 1) }
 
@@ -102,7 +121,7 @@ sub published
 sub shape
 {
 	my ($name) = @_;
-	my $st = $java->rw_state($name) // return undef;
+	my $st = $fake->rw_state($name) // return undef;
 	return { mode => $st->{mode}, readers => $st->{readers}, writers => $st->{writers} };
 }
 
@@ -124,15 +143,35 @@ sub in_wait
 	return defined $t && $t eq 'Extension';
 }
 
-# until_ok($desc, $pred) while playing a Java watchdog: $renew runs on every
-# poll (every ~50 ms, far more often than lease / 3) and returns whether the
-# round found the hold.  Returns how many rounds did not (0 = never lapsed).
-sub renewing_until
+# The owner id (<client id>:<thread id>) of the main JVM's thread $t.
+my %owners;
+sub jowner { $owners{ $_[0] } //= $java->owner($_[0]) }
+
+# Starts Java thread $t's lock operation @op as $tag and waits until it
+# waits, subscribed: $name's channel has one subscriber more than $before.
+# Until its result is in, that thread runs nothing else (take its owner id
+# before).
+sub java_waiter
 {
-	my ($desc, $renew, $pred) = @_;
-	my $missed = 0;
-	until_ok($desc, sub { $missed++ unless $renew->(); $pred->() }, $T);
-	return $missed;
+	my ($tag, $t, $name, $before, @op) = @_;
+	$java->start($tag, $t, @op);
+	until_ok("[$name] the Redisson waiter ($op[0] $op[1]) is subscribed", sub { numsub(rw_chan($name)) > $before });
+	is($java->poll($tag), undef, "[$name] ... and waits");
+}
+
+# Whether Redisson's watchdog renews $key: its PTTL goes up (by more than
+# 100 ms over the lowest seen) before it runs out, within $T.
+sub renewed_ok
+{
+	my ($key, $what) = @_;
+	my ($low, $gone) = (undef, 0);
+	my $ok = RedisLockTest::wait_until($T, "$what renewed", sub {
+		my $p = $rc->cmd('PTTL', $key);
+		if ($p < 0) { $gone = 1; return 1; }
+		$low = $p if !defined $low || $p < $low;
+		return $p > $low + 100;
+	});
+	return ok($ok && !$gone, "$what: Redisson's watchdog renews it" . ($gone ? ' (it expired)' : ''));
 }
 
 # A marker key that expires $ms from now: once it is gone, $ms have passed
@@ -154,27 +193,27 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 	my $name = 'rwi:share';
 	my $o = observer($name);
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A reads');
-	is($java->try_read_lock($name, 1), undef, 'Redisson thread 1 reads too: readers share');
+	is($java->run('t1', 'tryLock', 'read', $name, 0, $LONG), 'true', 'Redisson thread t1 reads too: readers share');
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't',
 		'SQL A re-enters its read (nested hold 2, counted in the session)');
 	is($b->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't',
 		'SQL B reads as well, with a Redisson reader in');
-	is($java->try_read_lock($name, 2), undef, 'Redisson thread 2 reads, with SQL readers in');
-	my $st = $java->rw_state($name);
+	is($java->run('t2', 'tryLock', 'read', $name, 0, $LONG), 'true', 'Redisson thread t2 reads, with SQL readers in');
+	my $st = $fake->rw_state($name);
 	is($st->{mode}, 'read', 'rw_state: mode read');
 	is_deeply($st->{readers},
-		{ $a_id => 1, $b_id => 1, $java->owner(1) => 1, $java->owner(2) => 1 },
+		{ $a_id => 1, $b_id => 1, jowner('t1') => 1, jowner('t2') => 1 },
 		'rw_state: all four readers, SQL and Redisson, in one hash (A counted once: nested holds are counted in the session)');
 	is_deeply($st->{writers}, {}, 'rw_state: no writer');
 	ok(!grep({ $_ <= 0 } map { @$_ } values %{ $st->{timeouts} }),
 		'every read hold, SQL and Redisson, has its live rwlock_timeout:n key')
 	  or diag(explain($st->{timeouts}));
 	is(scalar(@{ $st->{timeouts}{$a_id} }), 1, "A's nested holds share key :1");
-	is($java->is_read_locked($name) . $java->is_write_locked($name), '10',
+	is($java->run('t1', 'isLocked', 'read', $name) . '/' . $java->run('t1', 'isLocked', 'write', $name), 'true/false',
 		'Redisson isLocked: read yes, write no');
 	is($a->query("SELECT rw_mode FROM redis_lock_status('$name')"), 'read',
 		'redis_lock_status: rw_mode read');
-	is($a->query("SELECT holders @> ARRAY['" . $java->owner(1) . "', '$b_id']::text[] "
+	is($a->query("SELECT holders @> ARRAY['" . jowner('t1') . "', '$b_id']::text[] "
 			  . "FROM redis_lock_status('$name')"), 't',
 		'redis_lock_status lists the Redisson reader and the other SQL reader');
 
@@ -182,9 +221,10 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 	is($c->query("SELECT redis_read_lock_release('$name')"), 'f',
 		'SQL C, holding nothing, releases: f');
 	like(take_notices($c), qr/WARNING:.*you don't own/, '... with a WARNING');
-	is($java->read_hold_count($name, 1), 1, "... the Redisson reader's hold is untouched");
+	is($rc->cmd('HGET', $name, jowner('t1')), '1', "... the Redisson reader's hold is untouched");
 
-	is($java->unlock_read($name, 1), 0, 'Redisson thread 1 leaves: 0 (SQL readers live)');
+	is($java->run('t1', 'unlock', 'read', $name), 'null', 'Redisson thread t1 leaves (SQL readers live)');
+	is($rc->cmd('HEXISTS', $name, jowner('t1')), 0, '... its field is gone');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A drops one hold');
 	ok($rc->cmd('HGET', $name, $a_id) eq '1' && $rc->cmd('PTTL', tkey($name, $a_id, 1)) > 0,
 		'... A still reads in Redis, with its live key :1 (a hold is left in the session)');
@@ -193,9 +233,9 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 		"A's timeout keys are deleted");
 	is($b->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL B leaves');
 	is_deeply(published($o, $name), [], 'no message while a reader remains');
-	is_deeply(shape($name), { mode => 'read', readers => { $java->owner(2) => 1 }, writers => {} },
-		'only Redisson thread 2 still reads');
-	is($java->unlock_read($name, 2), 1, 'Redisson thread 2, the last reader, leaves: 1');
+	is_deeply(shape($name), { mode => 'read', readers => { jowner('t2') => 1 }, writers => {} },
+		'only Redisson thread t2 still reads');
+	is($java->run('t2', 'unlock', 'read', $name), 'null', 'Redisson thread t2, the last reader, leaves');
 	is_deeply(published($o, $name), ['0'], '... 0 published once, by the last reader');
 	is($rc->cmd('EXISTS', $name), 0, 'the hash is gone');
 	$o->close;
@@ -205,7 +245,7 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 {
 	my $name = 'rwi:excl';
 	# Redisson writes
-	is($java->try_write_lock($name, 1), undef, 'Redisson writes');
+	is($java->run('w1', 'tryLock', 'write', $name, 0, $LONG), 'true', 'Redisson writes');
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 'f',
 		"SQL read, wait '0': f");
 	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
@@ -214,26 +254,25 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 	is($a->query("SELECT redis_write_lock_release('$name')"), 'f',
 		'SQL write release of a Redisson write hold: f');
 	like(take_notices($a), qr/WARNING:.*you don't own/, '... with a WARNING');
-	is_deeply(shape($name), { mode => 'write', readers => {}, writers => { $java->owner(1) => 1 } },
+	is_deeply(shape($name), { mode => 'write', readers => {}, writers => { jowner('w1') => 1 } },
 		'only the Redisson writer holds it, untouched');
-	is($java->unlock_write($name, 1), 1, 'Redisson leaves');
+	is($java->run('w1', 'unlock', 'write', $name), 'null', 'Redisson leaves');
 
 	# SQL writes
 	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A writes');
-	my $ttl = $java->try_read_lock($name, 1);
-	ok(defined $ttl && $ttl > 0, "Redisson read attempt refused with the lock's TTL");
-	$ttl = $java->try_write_lock($name, 1);
-	ok(defined $ttl && $ttl > 0, 'Redisson write attempt refused');
-	is($java->unlock_write($name, 1), undef, 'Redisson write unlock of the SQL hold: nil (not held)');
+	is($java->run('r1', 'tryLock', 'read', $name, 0, $LONG), 'false', 'Redisson read attempt refused');
+	is($java->run('w1', 'tryLock', 'write', $name, 0, $LONG), 'false', 'Redisson write attempt refused');
+	my (undef, $e) = $java->try_run('w1', 'unlock', 'write', $name);
+	like($e // 'no error', qr/IllegalMonitorStateException/,
+		'Redisson write unlock of the SQL hold: IllegalMonitorStateException (not held by that thread)');
 	is_deeply(shape($name), { mode => 'write', readers => {}, writers => { $a_id => 1 } },
 		'only SQL A holds it, as writer <owner>:write');
 	is($a->query("SELECT redis_write_lock_release('$name')"), 't', 'SQL A leaves');
 
 	# readers on one side exclude writers on the other
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A reads');
-	$ttl = $java->try_write_lock($name, 1);
-	ok(defined $ttl && $ttl > 0, 'Redisson write refused by the SQL reader');
-	is($java->try_read_lock($name, 1), undef, 'Redisson reads');
+	is($java->run('w1', 'tryLock', 'write', $name, 0, $LONG), 'false', 'Redisson write refused by the SQL reader');
+	is($java->run('r1', 'tryLock', 'read', $name, 0, $LONG), 'true', 'Redisson reads');
 	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
 		'SQL A is no sole reader: its upgrade to write is refused');
 	is($b->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
@@ -241,20 +280,49 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A leaves');
 	is($b->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
 		'SQL B write still refused by the Redisson reader alone');
-	is($java->unlock_read($name, 1), 1, 'Redisson leaves: 1');
+	is($java->run('r1', 'unlock', 'read', $name), 'null', 'Redisson leaves');
 	is($rc->cmd('EXISTS', $name), 0, 'the hash is gone');
 }
 
-# --- 3. wake-ups both ways (holders on 10-minute leases) -----------------------------
+# --- 2r. what Redisson's scripts return beside SQL holders -----------------------------
+# Stays FakeRedisson: the Java API hides these return codes (unlock is
+# void, a refused tryLock says false, not the TTL Redisson retries at).
+{
+	my $name = 'rwi:codes';
+	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A reads');
+	is($fake->try_read_lock($name, 1), undef, 'read lock script beside a SQL reader: nil (acquired)');
+	is($fake->unlock_read($name, 1), 0,
+		'read unlock script while a SQL reader is live: 0 (no delete, no publish; so in 3e and 6 too)');
+	is($fake->try_read_lock($name, 1), undef, 'the Redisson reader again');
+	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A leaves');
+	is($fake->unlock_read($name, 1), 1, 'read unlock script of the last reader: 1 (delete, publish 0)');
+	is($fake->renew_read($name, 1), 0, 'a read watchdog round after the hold is gone: 0');
+
+	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A writes (10 min lease)');
+	my $ttl = $fake->try_read_lock($name, 1);
+	ok(defined $ttl && $ttl > $T * 1000, "read lock script refused by the SQL writer: the lock's TTL, Redisson's retry ("
+		  . ($ttl // 'nil') . ' ms)');
+	$ttl = $fake->try_write_lock($name, 1);
+	ok(defined $ttl && $ttl > $T * 1000, 'write lock script refused: the TTL (' . ($ttl // 'nil') . ' ms)');
+	is($fake->unlock_write($name, 1), undef, 'write unlock script against the SQL write hold: nil (not held)');
+	is($a->query("SELECT redis_write_lock_release('$name')"), 't', 'SQL A leaves');
+	is($fake->try_write_lock($name, 1), undef, 'write lock script: nil (acquired)');
+	is($fake->unlock_write($name, 1), 1, 'write unlock script: 1');
+	is($rc->cmd('EXISTS', $name), 0, 'the hash is gone');
+}
+
+# --- 3. wake-ups (holders on 10-minute leases) ---------------------------------------
+# A Redisson reader woken by a SQL write release, and a Redisson writer by
+# the last SQL reader's release: 500's 'rwlock' check, every version.
 # 3a. Redisson writer unlocks -> SQL read waiter
 {
 	my $name = 'rwi:wake:r';
-	my $chan = FakeRedisson::rw_channel($name);
-	is($java->try_write_lock($name, 1), undef, 'Redisson writes (10 min lease)');
+	my $chan = rw_chan($name);
+	is($java->run('w1', 'lock', 'write', $name, $LONG), 'null', 'Redisson writes (10 min lease)');
 	$a->start("SELECT redis_read_lock_acquire('$name', '5 min', '10 min')");
 	waits_ok($a, 'SQL read waiter');
 	until_ok('the SQL waiter is subscribed to redisson_rwlock:{name}', sub { numsub($chan) >= 1 });
-	is($java->unlock_write($name, 1), 1, 'Redisson writer leaves (publishes 1)');
+	is($java->run('w1', 'unlock', 'write', $name), 'null', 'Redisson writer leaves');
 	my ($v, $err) = finish_or_cancel($a);
 	is($v, 't', 'the SQL read waiter is woken and gets it') or diag($err);
 	is_deeply(shape($name), { mode => 'read', readers => { $a_id => 1 }, writers => {} },
@@ -268,65 +336,29 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 {
 	my $name = 'rwi:wake:w';
 	my $o = observer($name);
-	is($java->try_read_lock($name, 1), undef, 'Redisson thread 1 reads (10 min lease)');
-	is($java->try_read_lock($name, 2), undef, 'Redisson thread 2 reads');
+	is($java->run('r1', 'lock', 'read', $name, $LONG), 'null', 'Redisson thread r1 reads (10 min lease)');
+	is($java->run('r2', 'lock', 'read', $name, $LONG), 'null', 'Redisson thread r2 reads');
 	$b->start("SELECT redis_write_lock_acquire('$name', '5 min', '10 min')");
 	waits_ok($b, 'SQL write waiter');
-	until_ok('the SQL waiter is subscribed', sub { numsub(FakeRedisson::rw_channel($name)) >= 2 });
+	until_ok('the SQL waiter is subscribed', sub { numsub(rw_chan($name)) >= 2 });
 	is($rc->cmd('GET', mark_key($name)), $b_id, "the waiting writer's mark names B");
 	is($c->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 'f',
 		'a new SQL reader stays out while the SQL writer waits');
-	is($java->try_read_lock($name, 3), undef, 'a new Redisson reader (thread 3) ignores the mark');
-	is($java->unlock_read($name, 1), 0, 'Redisson thread 1 leaves: 0');
-	is($java->unlock_read($name, 3), 0, 'Redisson thread 3 leaves: 0');
+	is($java->run('r3', 'tryLock', 'read', $name, 0, $LONG), 'true', 'a new Redisson reader (r3) ignores the mark');
+	is($java->run('r1', 'unlock', 'read', $name), 'null', 'Redisson r1 leaves');
+	is($java->run('r3', 'unlock', 'read', $name), 'null', 'Redisson r3 leaves');
 	is_deeply(published($o, $name), [], 'nothing published while a reader remains');
 	ok(!$b->is_done, 'the SQL writer still waits');
-	is($java->unlock_read($name, 2), 1, 'Redisson thread 2, the last reader, leaves: 1');
+	is($java->run('r2', 'unlock', 'read', $name), 'null', 'Redisson r2, the last reader, leaves');
 	is_deeply(published($o, $name), ['0'], '... 0 published');
 	my ($v, $err) = finish_or_cancel($b);
 	is($v, 't', 'the SQL write waiter is woken and gets it') or diag($err);
 	is_deeply(shape($name), { mode => 'write', readers => {}, writers => { $b_id => 1 } },
 		'SQL B writes');
 	is($rc->cmd('EXISTS', mark_key($name)), 0, "B's writer mark is gone");
-	ok(defined $java->try_read_lock($name, 1), 'Redisson reader refused by the SQL writer');
+	is($java->run('r1', 'tryLock', 'read', $name, 0, $LONG), 'false', 'Redisson reader refused by the SQL writer');
 	is($b->query("SELECT redis_write_lock_release('$name')"), 't', 'SQL B leaves');
 	is_deeply(published($o, $name), ['1'], '... 1 published');
-	$o->close;
-}
-
-# 3c. the SQL writer releases -> Redisson read waiter
-{
-	my $name = 'rwi:wake:jr';
-	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A writes (10 min lease)');
-	my $w = $java->read_waiter($name, 1);
-	ok(!$w->acquired && $w->subscribed, 'a Redisson read waiter waits, subscribed');
-	ok($w->ttl > $T * 1000, "... told to retry only at the lock's TTL ($w->{ttl} ms)");
-	is($a->query("SELECT redis_write_lock_release('$name')"), 't', 'SQL A leaves');
-	ok($w->wait($T), 'the Redisson read waiter gets the lock');
-	is_deeply($w->events, [ [ message => '1' ] ], '... woken by the message 1, not by a timeout');
-	is_deeply(shape($name), { mode => 'read', readers => { $java->owner(1) => 1 }, writers => {} },
-		'Redisson reads');
-	is($java->unlock_read($name, 1), 1, 'Redisson leaves');
-}
-
-# 3d. the last SQL reader releases -> Redisson write waiter
-{
-	my $name = 'rwi:wake:jw';
-	my $o = observer($name);
-	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A reads (10 min lease)');
-	is($b->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', 'SQL B reads');
-	my $w = $java->write_waiter($name, 1);
-	ok(!$w->acquired && $w->subscribed, 'a Redisson write waiter waits, subscribed');
-	ok($w->ttl > $T * 1000, "... told to retry only at the lock's TTL ($w->{ttl} ms)");
-	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A leaves');
-	is_deeply(published($o, $name), [], 'nothing published: B still reads');
-	is($b->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL B, the last reader, leaves');
-	is_deeply(published($o, $name), ['0'], '... 0 published');
-	ok($w->wait($T), 'the Redisson write waiter gets the lock');
-	is_deeply($w->events, [ [ message => '0' ] ], '... woken by the message 0, not by a timeout');
-	is_deeply(shape($name), { mode => 'write', readers => {}, writers => { $java->owner(1) => 1 } },
-		'Redisson writes');
-	is($java->unlock_write($name, 1), 1, 'Redisson leaves');
 	$o->close;
 }
 
@@ -334,7 +366,8 @@ like($a_id, qr/^[0-9a-f-]{36}:\d+$/, 'SQL owner id <uuid>:<n>');
 #     Redisson) hold it.  No side publishes while a live reader remains, and
 #     the upgrader is one, so:
 #     (i)  last other reader Redisson: its unlock publishes nothing (Redisson's
-#          rule, as it sees the upgrader's live rwlock_timeout key); the
+#          rule, as it sees the upgrader's live rwlock_timeout key; its
+#          script's 0 there is checked in 2r); the
 #          upgrader can only come in by its own retry.  A runs with
 #          fair_wait_timeout = 3 s, so its place refresh retries every 1 s.
 #          Asserted: the upgrade completes, and nothing was published.
@@ -349,20 +382,20 @@ sub upgrade_wait
 	my $o = observer($name);
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', "[$name] SQL A reads (10 min)");
 	is($b->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', "[$name] SQL B reads");
-	is($java->try_read_lock($name, 1), undef, "[$name] Redisson reads (10 min)");
+	is($java->run('u1', 'lock', 'read', $name, $LONG), 'null', "[$name] Redisson reads (10 min)");
 	$a->start("SELECT redis_write_lock_acquire('$name', '5 min', '10 min')");
 	waits_ok($a, "[$name] SQL A, upgrading to write,");
-	until_ok("[$name] A is subscribed", sub { numsub(FakeRedisson::rw_channel($name)) >= 2 });
+	until_ok("[$name] A is subscribed", sub { numsub(rw_chan($name)) >= 2 });
 	is($rc->cmd('GET', mark_key($name)), $a_id, "[$name] A's writer mark is set");
 	if ($last eq 'redisson')
 	{
 		is($b->query("SELECT redis_read_lock_release('$name')"), 't', "[$name] SQL B leaves");
 		ok(!$a->is_done, "[$name] A still waits: the Redisson reader holds");
-		is($java->unlock_read($name, 1), 0, "[$name] Redisson, the last other reader, leaves: 0 (A's read is live)");
+		is($java->run('u1', 'unlock', 'read', $name), 'null', "[$name] Redisson, the last other reader, leaves (A's read is live)");
 	}
 	else
 	{
-		is($java->unlock_read($name, 1), 0, "[$name] Redisson leaves: 0");
+		is($java->run('u1', 'unlock', 'read', $name), 'null', "[$name] Redisson leaves");
 		ok(!$a->is_done, "[$name] A still waits: SQL B reads");
 		is($b->query("SELECT redis_read_lock_release('$name')"), 't', "[$name] SQL B, the last other reader, leaves");
 	}
@@ -377,7 +410,7 @@ sub upgrade_wait
 	{
 		is($v, 't', "[$name] A's upgrade completes once the last other reader, a SQL session, left")
 		  or diag("A still waits ($err); published on the channel: [@$pub]; "
-			  . join('', explain($java->rw_state($name))));
+			  . join('', explain($fake->rw_state($name))));
 	}
 	if (defined $v && $v eq 't')
 	{
@@ -404,109 +437,96 @@ upgrade_wait('rwi:upgrade:sql', 'sql');
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', 'SQL A also reads');
 	is_deeply(shape($name), { mode => 'write', readers => { $a_id => 1 }, writers => { $a_id => 1 } },
 		'mode write, A is writer and reader');
-	my $w = $java->read_waiter($name, 1);
-	ok(!$w->acquired && $w->subscribed, 'a Redisson read waiter waits');
+	my $jo = jowner('d1');    # now: once the thread waits, it runs nothing else
+	java_waiter('dr', 'd1', $name, 1, 'lock', 'read', $name, $LONG);
 	is($a->query("SELECT redis_write_lock_release('$name')"), 't', 'SQL A releases its write hold');
-	is_deeply(shape($name), { mode => 'read', readers => { $a_id => 1 }, writers => {} },
-		'downgraded: mode read, A still reads');
 	is_deeply(published($o, $name), ['1'], 'our downgrade publishes 1 (Redisson would publish nothing)');
-	ok($w->wait($T), 'the Redisson read waiter gets in');
-	is_deeply($w->events, [ [ message => '1' ] ], '... woken by that 1');
-	is_deeply(shape($name)->{readers}, { $a_id => 1, $java->owner(1) => 1 },
-		'SQL A and the Redisson reader share it');
-	ok(defined $java->try_write_lock($name, 2), 'a Redisson writer is refused');
+	my ($st, $r) = $java->result('dr', $T);
+	is($st, 'ok', "the Redisson read waiter gets in within $T s: woken by that 1 (A's holds have 10 min leases)")
+	  or diag($r // 'no result');
+	is_deeply(shape($name), { mode => 'read', readers => { $a_id => 1, $jo => 1 }, writers => {} },
+		'downgraded: mode read, SQL A and the Redisson reader share it');
+	is($java->run('d2', 'tryLock', 'write', $name, 0, $LONG), 'false', 'a Redisson writer is refused');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A leaves');
-	is($java->unlock_read($name, 1), 1, 'Redisson leaves last: 1');
+	is($java->run('d1', 'unlock', 'read', $name), 'null', 'Redisson leaves last') if $st;
 	is_deeply(published($o, $name), ['0'], '0 published by the last reader');
 	$o->close;
 }
 
 # 4b. Redisson: write, then read, unlock write -> mode read, nothing
-#     published; a SQL read waiter still gets in.  The Java client runs with
-#     lockWatchdogTimeout = 2 s and the test plays its watchdog (write and
-#     read rounds) on every poll, so the hash's TTL, and with it the SQL
-#     waiter's retry, stays within 2 s while the Redisson holds never lapse.
+#     published; a SQL read waiter still gets in.  The Java holds run on
+#     Redisson's watchdog (lockWatchdogTimeout 2 s), so the hash's TTL, and
+#     with it the SQL waiter's retry, stays within 2 s while they live.
 #     Asserted: the downgrade publishes nothing; the SQL reader gets in
 #     (within $T) while the Redisson reader still holds, so by sharing the
-#     read mode, not by an expiry; every watchdog round found the holds.
+#     read mode, not by an expiry; the watchdog renewed the Redisson read
+#     hold, whose field and timeout key are still there at the end (a lapsed
+#     hold never comes back).
 #     Not asserted: when the SQL waiter retried (it is the TTL-bound retry).
 {
 	my $name = 'rwi:down:java';
 	my $o = observer($name);
-	my $jd = FakeRedisson->new(port => $redis->port, lease => $SHORT);
-	my $writing = 1;
-	my $renew = sub {
-		my $ok = $jd->renew_read($name, 1);
-		$ok &&= $jd->renew_write($name, 1) if $writing;
-		return $ok;
-	};
-	is($jd->try_write_lock($name, 1), undef, 'Redisson writes (watchdog lease 2 s)');
-	is($jd->try_read_lock($name, 1), undef, '... and reads (W -> R)');
+	my $jk = tkey($name, jowner('d3'));
+	is($java->run('d3', 'lock', 'write', $name), 'null', 'Redisson writes (watchdog lease 2 s)');
+	is($java->run('d3', 'lock', 'read', $name), 'null', '... and reads (W -> R)');
 	$a->start("SELECT redis_read_lock_acquire('$name', '5 min', '10 min')");
-	my $missed = renewing_until('the SQL read waiter waits, subscribed (Redisson watchdog running)',
-		$renew, sub { in_wait($a) && numsub(FakeRedisson::rw_channel($name)) >= 2 });
+	until_ok('the SQL read waiter waits, subscribed', sub { in_wait($a) && numsub(rw_chan($name)) >= 2 });
+	renewed_ok($jk, "the Redisson read hold's timeout key");
 	ok(!$a->is_done, 'the SQL reader is kept out by the Redisson writer');
-	is($jd->unlock_write($name, 1), 1, 'Redisson releases its write hold: 1');
-	$writing = 0;
+	is($java->run('d3', 'unlock', 'write', $name), 'null', 'Redisson releases its write hold');
 	is_deeply(published($o, $name), [], 'the Redisson downgrade publishes nothing');
-	is($jd->cmd('HGET', $name, 'mode'), 'read', 'mode read');
-	$missed += renewing_until('the SQL read waiter returns (Redisson read watchdog running)',
-		$renew, sub { $a->is_done });
+	is($rc->cmd('HGET', $name, 'mode'), 'read', 'mode read');
 	my ($v, $err) = finish_or_cancel($a);
 	is($v, 't', 'the SQL read waiter got in after the Redisson downgrade') or diag($err);
-	is($missed, 0, 'every Redisson watchdog round found its holds: they never lapsed');
-	my $st = $jd->rw_state($name);
-	is_deeply({ mode => $st->{mode}, readers => $st->{readers}, writers => $st->{writers} },
-		{ mode => 'read', readers => { $a_id => 1, $jd->owner(1) => 1 }, writers => {} },
+	is_deeply(shape($name), { mode => 'read', readers => { $a_id => 1, jowner('d3') => 1 }, writers => {} },
 		'the SQL reader shares it with the Redisson reader, still there');
-	ok($st->{timeouts}{ $jd->owner(1) }[0] > 0, "... whose rwlock_timeout:1 key is alive");
-	is($jd->unlock_read($name, 1), 0, 'Redisson leaves: 0 (the SQL reader is live)');
+	ok($rc->cmd('PTTL', $jk) > 0, "... whose rwlock_timeout:1 key is alive: its hold never lapsed");
+	is($java->run('d3', 'unlock', 'read', $name), 'null', 'Redisson leaves (the SQL reader is live)');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A leaves');
 	is_deeply(published($o, $name), ['0'], '0 published once, by the last (SQL) reader');
 	$o->close;
 }
 
 # --- 5. a crashed Redisson reader's hold runs out --------------------------------------
-# The crashed reader is a Java client with lockWatchdogTimeout = 2 s whose
-# watchdog the test plays until the "crash", then never again.
-# 5a. alone: a SQL writer with a bounded wait gets in once its lease lapsed
+# 5a. alone: a reader on Redisson's watchdog (2 s) in a JVM of its own,
+#     killed (SIGKILL): a SQL writer with a bounded wait gets in once its
+#     lease lapsed
 {
 	my $name = 'rwi:crash:1';
-	my $jc = FakeRedisson->new(port => $redis->port, lease => $SHORT);
-	my $ck = tkey($name, $jc->owner(1));
-	is($jc->try_read_lock($name, 1), undef, 'Redisson reader (2 s watchdog lease)');
+	my $jc = RealRedisson->new(version => $JAVA_VERSION, port => $redis->port, options => ["watchdog=$SHORT"]);
+	my $co = $jc->owner('c1');
+	my $ck = tkey($name, $co);
+	is($jc->run('c1', 'lock', 'read', $name), 'null', 'Redisson reader (watchdog lease 2 s)');
 	$b->start("SELECT redis_write_lock_acquire('$name', '60 s', '10 min')");
-	my $early = 0;
-	my $missed = renewing_until('the SQL writer waits while the reader is alive',
-		sub { $jc->renew_read($name, 1) },
-		sub { $early++ if $b->is_done; in_wait($b) });
-	is($missed + $early, 0, 'the reader stayed alive and the writer stayed out');
-	# the crash: no more watchdog rounds
+	waits_ok($b, 'the SQL writer');
+	renewed_ok($ck, "the reader's timeout key");
+	ok(!$b->is_done, 'the writer stays out while the reader is alive');
+	$jc->kill;
 	my ($v, $err) = finish_or_cancel($b);
-	is($v, 't', "the SQL writer's bounded wait succeeds after the crashed reader's lease")
+	is($v, 't', "the SQL writer's bounded wait succeeds after the killed reader's lease")
 	  or diag($err);
 	is_deeply(shape($name), { mode => 'write', readers => {}, writers => { $b_id => 1 } },
 		'SQL B writes; the crashed reader is gone');
 	is($rc->cmd('EXISTS', $ck), 0, "the crashed reader's timeout key expired");
-	is($jc->renew_read($name, 1), 0, "a late watchdog round of the crashed reader finds nothing");
 	is($b->query("SELECT redis_write_lock_release('$name')"), 't', 'SQL B leaves');
 }
 
-# A live SQL reader A (10 min) and a crashed Redisson reader (a fixed lease,
-# no watchdog) whose key ran out while its field stays in the hash (A's
-# lease keeps the hash).
+# A live SQL reader A (10 min) and a Redisson reader (Java thread $t) with
+# a fixed lease and no watchdog that does not unlock, as if crashed: its key
+# ran out while its field stays in the hash (A's lease keeps the hash).
+# Returns its owner id.
 sub stale_reader
 {
-	my ($name) = @_;
-	my $jc = FakeRedisson->new(port => $redis->port, lease => $LONG);
-	my $ck = tkey($name, $jc->owner(1));
+	my ($name, $t) = @_;
+	my $jo = jowner($t);
+	my $ck = tkey($name, $jo);
 	is($a->query("SELECT redis_read_lock_acquire('$name', '0', '10 min')"), 't', "[$name] SQL A reads (10 min)");
-	is($jc->try_read_lock($name, 1, 1500), undef,
-		"[$name] a Redisson reader with a fixed 1500 ms lease joins, then crashes");
-	until_ok("[$name] the crashed reader's timeout key expires", sub { !$rc->cmd('EXISTS', $ck) }, $T);
-	is($rc->cmd('HGET', $name, $jc->owner(1)), '1', "[$name] its field is still in the hash (stale)");
+	is($java->run($t, 'lock', 'read', $name, 1500), 'null',
+		"[$name] a Redisson reader with a fixed 1500 ms lease joins, then does not unlock");
+	until_ok("[$name] the Redisson reader's timeout key expires", sub { !$rc->cmd('EXISTS', $ck) }, $T);
+	is($rc->cmd('HGET', $name, $jo), '1', "[$name] its field is still in the hash (stale)");
 	ok($rc->cmd('PTTL', $name) > $T * 1000, "[$name] the hash lives on A's lease");
-	return $jc;
+	return $jo;
 }
 
 # 5b. the stale field still counts, as for Redisson's writer (R4): the sole
@@ -514,13 +534,17 @@ sub stale_reader
 #     unlocks (late, its hold still found), A upgrades
 {
 	my $name = 'rwi:crash:2';
-	my $jc = stale_reader($name);
+	my $o = observer($name);
+	my $jo = stale_reader($name, 's2');
 	is($b->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
 		'SQL B cannot write: A reads');
 	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 'f',
 		'SQL A, the only live reader, cannot upgrade past the stale reader');
-	is($rc->cmd('HGET', $name, $jc->owner(1)), '1', "the stale reader's field is untouched");
-	is($jc->unlock_read($name, 1), 0, "the Redisson reader's late unlock finds its hold: 0 (A reads on)");
+	is($rc->cmd('HGET', $name, $jo), '1', "the stale reader's field is untouched");
+	is($java->run('s2', 'unlock', 'read', $name), 'null',
+		"the Redisson reader's late unlock finds its hold (else IllegalMonitorStateException)");
+	is($rc->cmd('HEXISTS', $name, $jo), 0, '... its field is gone');
+	is_deeply(published($o, $name), [], '... nothing published: A reads on');
 	is($a->query("SELECT redis_write_lock_acquire('$name', '0', '10 min')"), 't',
 		'SQL A, now the only reader, upgrades to write at once');
 	is_deeply(shape($name), { mode => 'write', readers => { $a_id => 1 }, writers => { $a_id => 1 } },
@@ -529,6 +553,7 @@ sub stale_reader
 	is($a->query("SELECT redis_write_lock_release('$name')"), 't', 'A releases the write hold');
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'A releases the read hold');
 	is($rc->cmd('EXISTS', $name), 0, 'the hash is gone');
+	$o->close;
 }
 
 # 5c. a SQL writer waits for the live SQL reader only: A's release, the last
@@ -536,10 +561,10 @@ sub stale_reader
 {
 	my $name = 'rwi:crash:3';
 	my $o = observer($name);
-	my $jc = stale_reader($name);
+	stale_reader($name, 's3');
 	$b->start("SELECT redis_write_lock_acquire('$name', '5 min', '10 min')");
 	waits_ok($b, 'SQL B write waiter');
-	until_ok('B is subscribed', sub { numsub(FakeRedisson::rw_channel($name)) >= 2 });
+	until_ok('B is subscribed', sub { numsub(rw_chan($name)) >= 2 });
 	is($a->query("SELECT redis_read_lock_release('$name')"), 't', 'SQL A, the last live reader, leaves');
 	is_deeply(published($o, $name), ['0'], '... 0 published (the stale field does not count)');
 	my ($v, $err) = finish_or_cancel($b);
@@ -557,6 +582,9 @@ sub stale_reader
 #     still has; once that client is gone, nothing on the Redisson side
 #     lengthens it again.  Checked after the hash's TTL at the round has
 #     passed on Redis's clock (a marker key set right after the round).
+#     Stays FakeRedisson: it needs exactly one round of the 4.4+ read
+#     watchdog script and then none; a real client runs rounds on its own
+#     clock until it is killed, and versions before 4.4 renew otherwise.
 {
 	my $name = 'rwi:crash:4';
 	my $jc = FakeRedisson->new(port => $redis->port, lease => $SHORT);
@@ -618,10 +646,10 @@ sub stale_reader
 	};
 	$watch->('alone');
 
-	is($java->try_read_lock($name, 1), undef, 'a Redisson reader (10 min lease) joins');
+	is($java->run('j6', 'lock', 'read', $name, $LONG), 'null', 'a Redisson reader (10 min lease) joins');
 	ok($rc->cmd('PTTL', $name) > $WD, "... the hash's TTL is its 10 min lease");
-	is($java->unlock_read($name, 1), 0,
-		'the Redisson reader leaves: 0 (it sees our live rwlock_timeout key)');
+	is($java->run('j6', 'unlock', 'read', $name), 'null',
+		'the Redisson reader leaves (it sees our live rwlock_timeout key)');
 	is_deeply(published($o, $name), [], '... nothing published');
 	my $p = $rc->cmd('PTTL', $name);
 	ok($p > 0 && $p <= $WD, "... the hash stays, its TTL cut to our key's remaining TTL ($p ms)");
