@@ -1,38 +1,47 @@
 # 355_semaphore_counter.pl — the concurrency check for semaphores and
-# expiring permits: N SQL sessions and a Redisson client (in a forked
-# child, with a database connection of its own, as a Java service has) each
-# take a permit of a pool of 3, count themselves in a "now inside" counter
-# while they hold it, and give it back; the most ever inside is exactly 3,
-# and the pool is back to 3 at the end.  Once with redis_semaphore_* and
-# Redisson's RSemaphore, once with redis_permit_* and
+# expiring permits: N SQL sessions and two threads of the real Redisson
+# client each take a permit of a pool of 3, count themselves in a "now
+# inside" counter while they hold it, and give it back; the most ever inside
+# is exactly 3, and the pool is back to 3 at the end.  Once with
+# redis_semaphore_* and Redisson's RSemaphore, once with redis_permit_* and
 # RPermitExpirableSemaphore.
 #
 # The counter is one row: "UPDATE inside SET n = n + 1 RETURNING n" in its
 # own committed transaction right after the acquisition, "n - 1" committed
 # right before the release; the row lock orders the updates, so each
-# RETURNING is exactly how many were inside then.  A control run without
-# permits shows the workload does get more than 3 inside here (asserted
-# only when it does, as in 060_mutual_exclusion.pl).  Everything runs at
-# once and is waited for with bounds; nothing is timed.
+# RETURNING is exactly how many were inside then.  The Java threads' counts
+# are made by the test on their behalf, between the acquisition's result
+# and the release it then asks for, as 500_redisson_real.pl's exclusion
+# check does.  A control run without permits shows the workload does get
+# more than 3 inside here (asserted only when it does, as in
+# 060_mutual_exclusion.pl).  Everything runs at once and is waited for with
+# bounds; nothing is timed.
+#
+# The Redisson client is the real one (RealRedisson: test/redisson-java's
+# driver), the newest version in @RealRedisson::VERSIONS, one JVM.
+# Takes about 5 s (one JVM start; about 3 s before, with FakeRedisson).
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
 use RedisLockTest;
-use FakeRedisson;
-use POSIX ();
+use RealRedisson;
+use FakeRedisson;    # only its Redis connection and key names
 use Test::More;
 
 my $SESSIONS = 5;
 my $ROUNDS   = 40;     # per SQL session
-my $J_ROUNDS = 20;     # for the Redisson client
+my $J_ROUNDS = 20;     # per Java thread
+my @JT       = qw(j1 j2);    # the Java threads
 my $POOL     = 3;
 my $T        = 300;    # bound for a whole run, s
 
 my $redis = RedisLockTest::Redis->new;
 my $node  = RedisLockTest::node('semcounter', $redis, 'max_connections' => '30');
 my $rc    = FakeRedisson::Conn->new(port => $redis->port);
-my $java  = FakeRedisson->new(port => $redis->port);
+my ($JAVA_VERSION) = reverse RealRedisson::versions();
+my $java  = RealRedisson->new(version => $JAVA_VERSION, port => $redis->port);
+is($java->version, $JAVA_VERSION, "the real Redisson client, $JAVA_VERSION");
 
 my $setup = RedisLockTest::Session->new($node);
 $setup->query(<<'SQL');
@@ -79,52 +88,42 @@ BEGIN
 END $$;
 SQL
 
-# The Redisson client's rounds, in a forked child: take a permit as Java's
-# acquire() does (waiting on the channel), count in and out through its own
-# database connection, give it back.  Exits 0, or 3 with the error on stderr.
-sub java_worker
+# The Java threads' rounds, while the SQL workers run: each thread's
+# acquisition is started at once; when one comes back, the test counts that
+# thread in and out through its own session and has the thread give its
+# permit back, then starts its next acquisition.  Returns the errors.
+sub java_rounds
 {
-	my ($run, $pool, $kind) = @_;
-	my $pid = fork() // die "fork: $!";
-	return $pid if $pid;
-	my $ok = eval {
-		my $j = $java->clone;
-		my $s = RedisLockTest::Session->new($node);
-		my $most = 0;
-		for (1 .. $J_ROUNDS)
-		{
-			my $id;
-			if ($kind eq 'semaphore')
-			{
-				$j->semaphore_acquire($pool, 1, $T) or die "Redisson: no permit of $pool within ${T}s\n";
-			}
-			else
-			{
-				$id = $j->permit_acquire($pool, undef, undef, $T)
-				  // die "Redisson: no permit of $pool within ${T}s\n";
-			}
-			my $cur = $s->query('UPDATE inside SET n = n + 1 RETURNING n');
-			$most = $cur if $cur > $most;
-			$s->query('SELECT pg_sleep(0.002)');
-			$s->query('UPDATE inside SET n = n - 1');
-			if ($kind eq 'semaphore')
-			{
-				$j->release($pool, 1);
-			}
-			else
-			{
-				$j->release_permit($pool, $id) == 1 or die "Redisson: permit $id of $pool not released\n";
-			}
-		}
-		$s->query("INSERT INTO seen VALUES ('$run', 'redisson', $most)");
-		1;
-	};
-	print STDERR "java worker: $@" unless $ok;
-	POSIX::_exit($ok ? 0 : 3);
+	my ($run, $pool, $kind, $pg) = @_;
+	my %left = map { $_ => $J_ROUNDS } @JT;
+	my (%n, %most);
+	my $acquire = $kind eq 'semaphore' ? [ 'sem.acquire', $pool, 1 ] : [ 'pes.acquire', $pool ];
+	my $start = sub { my $t = shift; $java->start("$t." . ++$n{$t}, $t, @$acquire) };
+	$start->($_) for @JT;
+	while (grep { $_ > 0 } values %left)
+	{
+		my $tag = $java->next_result([ map { "$_.$n{$_}" } grep { $left{$_} > 0 } @JT ], $T)
+		  // return "run $run: no Java acquisition came back within ${T}s";
+		my ($t) = split /\./, $tag;
+		my ($st, $val) = $java->result($tag, 0);
+		return "run $run: Java $t $acquire->[0]: $val" if $st ne 'ok';
+		my $cur = $pg->query('UPDATE inside SET n = n + 1 RETURNING n');
+		$most{$t} = $cur if $cur > ($most{$t} // 0);
+		$pg->query('SELECT pg_sleep(0.002)');
+		$pg->query('UPDATE inside SET n = n - 1');
+		my ($r, $err) = $kind eq 'semaphore'
+		  ? $java->try_run($t, 'sem.release', $pool, 1)
+		  : $java->try_run($t, 'pes.tryRelease', $pool, $val);
+		return "run $run: Java $t release: " . ($err // $r)
+		  if defined $err || ($kind eq 'permit' && $r ne 'true');
+		$start->($t) if --$left{$t} > 0;
+	}
+	$pg->query("INSERT INTO seen VALUES ('$run', 'java:$_', $most{$_})") for @JT;
+	return ();
 }
 
-# Runs $SESSIONS SQL workers and, unless $kind is 'none', the Redisson
-# client; returns (most inside, how many workers reported, errors).
+# Runs $SESSIONS SQL workers and, unless $kind is 'none', the Java
+# threads; returns (most inside, how many workers reported, errors).
 sub run_pool
 {
 	my ($run, $pool, $kind) = @_;
@@ -134,19 +133,17 @@ sub run_pool
 	{
 		$s[$i]->start("CALL pool_worker('$run', '$pool', $ROUNDS, '$kind', 'sql$i')");
 	}
-	my $jpid = $kind eq 'none' ? undef : java_worker($run, $pool, $kind);
-	my $jdone = !defined $jpid;
-	my $jstatus = 0;
-	my $all = RedisLockTest::wait_until($T, "run $run: every worker returned", sub {
-		if (!$jdone && waitpid($jpid, POSIX::WNOHANG()) == $jpid)
-		{
-			$jdone = 1;
-			$jstatus = $? >> 8;
-		}
-		return $jdone && !grep { !$_->is_done } @s;
-	});
-	ok($all, "run $run: all workers returned within ${T}s");
 	my @errors;
+	if ($kind ne 'none')
+	{
+		my $pg = RedisLockTest::Session->new($node);
+		push @errors, java_rounds($run, $pool, $kind, $pg);
+		$pg->close;
+	}
+	my $all = RedisLockTest::wait_until($T, "run $run: every SQL worker returned", sub {
+		return !grep { !$_->is_done } @s;
+	});
+	ok($all, "run $run: all SQL workers returned within ${T}s");
 	for my $s (@s)
 	{
 		my ($v, $err, $st) = $s->finish($all ? 30 : 1);
@@ -154,13 +151,8 @@ sub run_pool
 		push @errors, "[$st] $err" if defined $err;
 		$s->close;
 	}
-	if (!$jdone)
-	{
-		kill 'KILL', $jpid;
-		waitpid($jpid, 0);
-		push @errors, 'Redisson worker still running, killed';
-	}
-	push @errors, "Redisson worker exited with $jstatus" if $jstatus;
+	diag("run $run: most inside as each worker saw it: "
+		  . join(' ', map { "$_->[0]=$_->[1]" } $setup->rows("SELECT who, most FROM seen WHERE run = '$run' ORDER BY who")));
 	my $most = $setup->query("SELECT max(most) FROM seen WHERE run = '$run'");
 	my $who  = $setup->query("SELECT count(*) FROM seen WHERE run = '$run'");
 	return ($most, $who, @errors);
@@ -185,7 +177,7 @@ sub run_pool
 	is($setup->query("SELECT redis_semaphore_try_set_permits('$pool', $POOL)"), 't', "semaphore $pool of $POOL");
 	my ($most, $who, @errors) = run_pool('semaphore', $pool, 'semaphore');
 	is(scalar(@errors), 0, 'semaphore: no errors') or diag(join("\n", @errors));
-	is($who, $SESSIONS + 1, "semaphore: $SESSIONS SQL sessions and the Redisson client took part");
+	is($who, $SESSIONS + @JT, "semaphore: $SESSIONS SQL sessions and " . @JT . ' Java threads took part');
 	is($most, $POOL, "semaphore: the most ever inside is exactly $POOL");
 	is($rc->cmd('GET', $pool), $POOL, "semaphore: the pool is back to $POOL");
 	is($rc->cmd('HLEN', "redislock_semaphore_holders:{$pool}"), 0, 'semaphore: no holder recorded');
@@ -197,14 +189,15 @@ sub run_pool
 	is($setup->query("SELECT redis_permit_try_set_permits('$pool', $POOL)"), 't', "expiring permits $pool of $POOL");
 	my ($most, $who, @errors) = run_pool('permit', $pool, 'permit');
 	is(scalar(@errors), 0, 'permit: no errors') or diag(join("\n", @errors));
-	is($who, $SESSIONS + 1, "permit: $SESSIONS SQL sessions and the Redisson client took part");
+	is($who, $SESSIONS + @JT, "permit: $SESSIONS SQL sessions and " . @JT . ' Java threads took part');
 	is($most, $POOL, "permit: the most ever inside is exactly $POOL");
 	is($rc->cmd('GET', $pool), $POOL, "permit: the pool is back to $POOL");
 	is($rc->cmd('ZCARD', FakeRedisson::permit_timeout_key($pool)), 0, 'permit: no permit out');
-	is($java->permit_available($pool), $POOL, "permit: Redisson's availablePermits: $POOL");
+	is($java->run('j1', 'pes.availablePermits', $pool), $POOL, "permit: Redisson's availablePermits: $POOL");
 	is($setup->query('SELECT count(*) FROM redis_locks'), 0, 'permit: redis_locks is empty');
 }
 
+$java->quit;
 $setup->close;
 no_crash_ok($node, 'semaphore counter');
 done_testing();

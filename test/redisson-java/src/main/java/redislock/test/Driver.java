@@ -4,7 +4,8 @@
  *
  * It is compiled against every Redisson version the tests cover, from 3.12
  * on: it uses only the API all of them share, and reflection for what only
- * some have (RFencedLock since 3.19, shardedSubscriptionMode since 3.29).
+ * some have (RFencedLock since 3.19, shardedSubscriptionMode since 3.29,
+ * the newer RPermitExpirableSemaphore methods).
  * Lock operations run in named Java threads, because Redisson's owner id is
  * "<client id>:<thread id>": one JVM can then hold a lock as several owners,
  * and a blocking call can wait in its thread while the test goes on.
@@ -346,7 +347,10 @@ public final class Driver
 		}
 		catch (NoSuchMethodException e)
 		{
-			throw new UnsupportedOperationException(name + " does not exist in Redisson " + redissonVersion());
+			StringBuilder sig = new StringBuilder(name).append('(');
+			for (int i = 0; i < types.length; i++)
+				sig.append(i > 0 ? ", " : "").append(types[i].getSimpleName());
+			throw new UnsupportedOperationException(sig + ") does not exist in Redisson " + redissonVersion());
 		}
 	}
 
@@ -538,6 +542,19 @@ public final class Driver
 				return client.getPermitExpirableSemaphore(a.get(0)).tryRelease(a.get(1));
 			case "pes.availablePermits":
 				return client.getPermitExpirableSemaphore(a.get(0)).availablePermits();
+			case "pes.updateLeaseTime":
+				return client.getPermitExpirableSemaphore(a.get(0)).updateLeaseTime(a.get(1), num(a.get(2)), MS);
+			case "pes.getLeaseTime":
+				/* of the versions tested: 3.43.0 on */
+				return pes(a.get(0), "getLeaseTime", String.class, a.get(1));
+			case "pes.getPermits":
+				/* of the versions tested: 3.21.3 on */
+				return pes(a.get(0), "getPermits");
+			case "pes.releaseList":
+				/* release(List), tryRelease(List); of the versions tested: 3.31.0 on */
+				return pes(a.get(0), "release", List.class, new ArrayList<>(a.subList(1, a.size())));
+			case "pes.tryReleaseList":
+				return pes(a.get(0), "tryRelease", List.class, new ArrayList<>(a.subList(1, a.size())));
 
 			/* RCountDownLatch */
 			case "latch.trySetCount":
@@ -563,6 +580,19 @@ public final class Driver
 			default:
 				throw new IllegalArgumentException("unknown operation " + o);
 		}
+	}
+
+	/* An RPermitExpirableSemaphore method only newer versions have. */
+	private Object pes(String name, String method) throws Exception
+	{
+		RPermitExpirableSemaphore s = client.getPermitExpirableSemaphore(name);
+		return findMethod(s.getClass(), method).invoke(s);
+	}
+
+	private Object pes(String name, String method, Class<?> type, Object arg) throws Exception
+	{
+		RPermitExpirableSemaphore s = client.getPermitExpirableSemaphore(name);
+		return invoke(s, method, type, arg);
 	}
 
 	private RLock multi(List<String> names)
