@@ -1,13 +1,18 @@
 # Redis Cluster (3 masters + 3 replicas made by redis-cli --cluster create):
 # locks spread over many slots, each on the master serving it; sharded and
-# classic pub/sub with a Redisson client on the same cluster; a slot
-# migrated while a lock on it is held and waited for (ASK during, MOVED
-# after); clear errors; the mutual-exclusion counter; a master failover.
+# classic pub/sub, also with the real Redisson client on the same cluster
+# (RealRedisson, the newest version only, as in 405: wake-ups both ways,
+# sharded with its defaults and classic with shardedSubscriptionMode OFF;
+# a missing driver fails the test); a slot migrated while a lock on it is
+# held and waited for (ASK during, MOVED after); clear errors; the
+# mutual-exclusion counter; a master failover.
+# Takes about 25 s (two JVM starts among them).
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
 use RedisLockTest;
+use RealRedisson;
 use FakeRedisson;
 use Test::More;
 
@@ -57,21 +62,62 @@ my ($v) = $b->finish(30);
 is($v, 't', 'B is woken by the sharded unlock message and gets cl:w');
 is($b->query("SELECT redis_lock_release('cl:w')"), 't', 'B releases');
 
-# --- a Redisson client on the same cluster (sharded pub/sub, its default) ------
-my $java = FakeRedisson->new(port => $seeds[1]->port, cluster => 1);
-is($java->try_lock('cl:j', 1, $LONG), undef, 'Redisson takes cl:j');
-is($a->query("SELECT redis_lock_acquire('cl:j', '0', '1 min')"), 'f', 'we are excluded by it');
-$a->start("SELECT redis_lock_acquire('cl:j', '30 s', '1 min')");
-waits_ok($a, 'A waits for the Redisson lock');
-is($java->unlock('cl:j', 1), 1, 'Redisson unlocks (SPUBLISH)');
-($v) = $a->finish(30);
-is($v, 't', 'its unlock message wakes our waiter');
-my $sub = $java->subscriber(FakeRedisson::channel('cl:j'));
-ok(defined $java->try_lock('cl:j', 2, $LONG), 'Redisson is excluded by our lock');
-is($a->query("SELECT redis_lock_release('cl:j')"), 't', 'we release');
-my $msg = $sub->next_message(10);
-is($msg && $msg->[1], '0', "Redisson's sharded subscriber gets our unlock message");
-$sub->close;
+# --- a Redisson client on the same cluster: sharded pub/sub, then classic ---
+# The real client (RealRedisson, the newest version in @RealRedisson::VERSIONS,
+# as in 405): with its defaults (sharded on a Redis 7 cluster) against
+# cluster_pubsub = sharded, then with shardedSubscriptionMode OFF against
+# classic.  505 runs the same wake-ups for every version.
+my $T = 60;                  # bound for a wake, far below the 10-minute leases
+my $JAVA_LONG = 600_000;
+my ($JAVA_VERSION) = reverse RealRedisson::versions();
+my $urls = join(',', map { 'redis://127.0.0.1:' . $_->port } $cl->masters);
+
+# Subscribers of $chan over every master: classic, sharded.
+sub subs_by_kind
+{
+	my ($chan) = @_;
+	my ($classic, $sharded) = (0, 0);
+	for my $m ($cl->masters)
+	{
+		$classic += ($m->cli('PUBSUB', 'NUMSUB', $chan))[1];
+		$sharded += ($m->cli('PUBSUB', 'SHARDNUMSUB', $chan))[1];
+	}
+	return ($classic, $sharded);
+}
+
+# A Redisson waiter woken by our release, then a SQL waiter by the Redisson
+# unlock (in this order: our listener's subscription outlives its wait by
+# seconds, Redisson drops its own as soon as it has the lock); each waiter
+# seen subscribed the $kind way, and only that way, before the other side
+# lets go.
+sub java_cluster_wakes
+{
+	my ($j, $kind, $name) = @_;
+	my $l = sql_literal($name);
+	my $chan = FakeRedisson::channel($name);
+	my $subs = sub { my ($c, $s) = subs_by_kind($chan); $kind eq 'sharded' ? "$c/$s" eq '0/1' : "$c/$s" eq '1/0' };
+	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min')"), 't', "$kind: A holds $name");
+	$j->start('w', 'w', 'lock', 'plain', $name, $JAVA_LONG);
+	until_ok("$kind: the Redisson waiter is subscribed, $kind only", $subs);
+	is($j->poll('w'), undef, "$kind: Redisson is excluded by our lock");
+	is($a->query("SELECT redis_lock_release($l)"), 't', "$kind: we release");
+	my ($st, $r) = $j->result('w', $T);
+	is($st, 'ok', "$kind: our unlock message wakes the Redisson waiter") or diag($r // 'no result');
+	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min')"), 'f', "$kind: we are excluded by it");
+	until_ok("$kind: nobody subscribed to $chan any more", sub { my ($c, $s) = subs_by_kind($chan); $c + $s == 0 });
+	$a->start("SELECT redis_lock_acquire($l, '$T s', '10 min')");
+	waits_ok($a, "$kind: A waits for the Redisson lock");
+	until_ok("$kind: A is subscribed, $kind only", $subs);
+	is($j->run('w', 'unlock', 'plain', $name), 'null', "$kind: Redisson unlocks");
+	my ($v, $err) = $a->finish($T);
+	is($v, 't', "$kind: its unlock message wakes our waiter") or diag($err);
+	is($a->query("SELECT redis_lock_release($l)"), 't', "$kind: we release");
+}
+
+my $java = RealRedisson->new(version => $JAVA_VERSION, mode => [ 'cluster', $urls ]);
+note("Redisson $JAVA_VERSION: client id " . $java->id . ', log ' . $java->logfile);
+java_cluster_wakes($java, 'sharded', 'cl:j');
+$java->quit;
 
 # classic pub/sub, for Redisson clients with shardedSubscriptionMode OFF
 $a->query("SET redislock.cluster_pubsub = 'classic'");
@@ -79,15 +125,15 @@ $b->query("SET redislock.cluster_pubsub = 'classic'");
 is($a->query("SELECT redis_lock_acquire('cl:c', '0', '1 min')"), 't', 'classic: A holds cl:c');
 $b->start("SELECT redis_lock_acquire('cl:c', '30 s', '1 min')");
 waits_ok($b, 'classic: B waits');
-my $classic = FakeRedisson->new(port => $seeds[1]->port, cluster => 1, sharded => 0);
-my $csub = $classic->subscriber(FakeRedisson::channel('cl:c'));
+until_ok('classic: B is subscribed classically', sub { (subs_by_kind(FakeRedisson::channel('cl:c')))[0] == 1 });
 is($a->query("SELECT redis_lock_release('cl:c')"), 't', 'classic: A releases (PUBLISH)');
 ($v) = $b->finish(30);
 is($v, 't', 'classic: B is woken');
-$msg = $csub->next_message(10);
-is($msg && $msg->[1], '0', 'classic: a classic Redisson subscriber gets the message');
-$csub->close;
 $b->query("SELECT redis_lock_release('cl:c')");
+my $classic = RealRedisson->new(version => $JAVA_VERSION, mode => [ 'cluster', $urls ],
+	options => [ 'sharded=off' ]);
+java_cluster_wakes($classic, 'classic', 'cl:jc');
+$classic->quit;
 $a->query('RESET redislock.cluster_pubsub');
 $b->query('RESET redislock.cluster_pubsub');
 
