@@ -108,9 +108,9 @@ else
     tar cf - --exclude=.git . | tar xf - -C "$DIR$SRC"
 fi
 
-# The real Redisson client's driver (tests 050, 210, 405 and 410 run the
-# newest version): built on the host (.ci/run builds every version before the
-# matrix starts) and run on the chroot's JRE; the chroot has no Maven, and
+# The real Redisson client's driver (tests 050, 135, 210, 405 and 410 run
+# the newest version): built on the host (.ci/run builds every version before
+# the matrix starts) and run on the chroot's JRE; the chroot has no Maven, and
 # build.sh finds it up to date by its stamp.
 JAVA_CACHE=${REDISLOCK_REDISSON_CACHE:-/var/cache/redislock/redisson}
 NEWEST=$(sed -n 's/^our @VERSIONS = qw(.* \([^ ]*\));$/\1/p' "$ROOT/test/lib/RealRedisson.pm")

@@ -3,19 +3,26 @@
 #
 # Node "crash" holds locks (session lock in watchdog mode, a transaction lock
 # in an open transaction, a fair lock); node "peer", on the same Redis, waits
-# for them (and so does a Redisson-layout client).  One backend of "crash"
+# for them (and a Redisson client finds cr:a busy).  One backend of "crash"
 # is killed with SIGKILL.
 #
 # Proves: nothing renews the dead sessions' locks, so they expire within one
 # lease (redislock.watchdog_timeout = 3 s) and the waiters on the other node
 # then acquire (bounded: lease + slack); the crashed server comes back with a
-# new owner uuid, an empty redis_locks and working locks; no stuck fair queue.
+# new owner uuid, an empty redis_locks and working locks; no stuck fair
+# queue; the Redisson client then gets and releases cr:a.
+#
+# The Redisson client is the real one (RealRedisson: test/redisson-java's
+# driver, the newest version in @RealRedisson::VERSIONS, as in test/t/405);
+# a missing driver fails the test.
+# Takes about 10 s (two nodes, one Redis, one JVM: 2 s of them its start).
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../../lib", "$FindBin::RealBin/../../redisson";
 use RedisLockTest;
-use FakeRedisson;
+use RealRedisson;
+use FakeRedisson;    # only its Redis connection (and fair_queue_len's key name)
 use FaultLib qw(until_ok no_crash_ok stats);
 use Test::More;
 use Time::HiRes qw(time sleep);
@@ -29,6 +36,8 @@ my %conf = ('redislock.watchdog_timeout' => "${LEASE}s", 'redislock.fair_wait_ti
 my $crash = RedisLockTest::node('crash', $redis, %conf);
 my $peer  = RedisLockTest::node('peer', $redis, %conf);
 my $rc = FakeRedisson::Conn->new(port => $redis->port);
+my ($JAVA_VERSION) = reverse RealRedisson::versions();
+my $java = RealRedisson->new(version => $JAVA_VERSION, port => $redis->port);
 
 my $a = RedisLockTest::Session->new($crash);
 my $b = RedisLockTest::Session->new($crash);
@@ -44,8 +53,7 @@ $w[0]->start("SELECT redis_lock_acquire('cr:a', '60 s')");
 $w[1]->start("SELECT redis_xact_lock_acquire('cr:b', '60 s')");
 $w[2]->start("SELECT redis_lock_acquire('cr:f', '60 s', NULL, true)");
 ok(RedisLockTest::wait_for_extension_wait($peer, $_->pid, 30), 'peer waiter ' . $_->pid . ' waits') for @w;
-my $java = FakeRedisson->new(port => $redis->port);
-is(defined $java->try_lock('cr:a', 1, 30000) ? 'busy' : 'got', 'busy', 'Redisson client finds cr:a busy');
+is($java->run('j', 'tryLock', 'plain', 'cr:a', 0, 30000), 'false', 'Redisson client finds cr:a busy');
 
 # let the watchdog renew at least once so the lease is fresh at the crash
 my $r0 = RedisLockTest::observer($crash)->query("SELECT renewed_at FROM redis_locks WHERE name = 'cr:a'");
@@ -85,8 +93,9 @@ until_ok(30, 'watchdog running again', sub {
 	$n->query("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'redislock watchdog'") == 1 });
 is($n->query("SELECT redis_lock_acquire('cr:a', '10 s')"), 't', 'locks work again on the crashed node');
 is($n->query("SELECT redis_lock_release('cr:a')"), 't', '... and release');
-is($java->try_lock('cr:a', 1, 30000), undef, 'Redisson client gets cr:a');
-is($java->unlock('cr:a', 1), 1, 'Redisson client releases cr:a');
+is($java->run('j', 'tryLock', 'plain', 'cr:a', 0, 30000), 'true', 'Redisson client gets cr:a');
+is($java->run('j', 'unlock', 'plain', 'cr:a'), 'null', 'Redisson client releases cr:a');
+ok(!$rc->cmd('EXISTS', 'cr:a'), '... and Redis no longer has it');
 $_->close for @w, $n;
 no_crash_ok($peer, 'peer');
 $crash->stop('immediate');
