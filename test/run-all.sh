@@ -393,40 +393,6 @@ run_installcheck() {
 }
 
 # --- 5. TAP ------------------------------------------------------------------------
-# build_redisson FILES...: the tests that use the real Redisson client
-# (RealRedisson: test 405 and the 5xx_redisson_real ones) need the Java
-# driver built once per Redisson version (test/redisson-java/build.sh,
-# cached: seconds when nothing changed).  Sets REDISSON_ENV for the tests; a
-# failed build counts as a failure (the tests then fail, saying why).
-REDISSON_ENV=()
-build_redisson() {
-    local f need=0
-    for f in "$@"; do
-        if grep -q '^use RealRedisson;' "$WORK/$f"; then need=1; fi
-    done
-    [ "$need" = 1 ] || return 0
-    # as root, where the postgres user running the tests can read it
-    local cache=${REDISLOCK_REDISSON_CACHE:-}
-    if [ -z "$cache" ]; then
-        if [ "$(id -u)" -eq 0 ]; then cache=/var/cache/redislock/redisson
-        else cache=${XDG_CACHE_HOME:-$HOME/.cache}/redislock-redisson; fi
-    fi
-    REDISSON_ENV=(REDISLOCK_REDISSON_CACHE="$cache")
-    # only the versions the tests will run (REDISLOCK_REDISSON_VERSIONS)
-    local versions=()
-    if [ -n "${REDISLOCK_REDISSON_VERSIONS:-}" ]; then
-        read -r -a versions <<< "$REDISLOCK_REDISSON_VERSIONS"
-        REDISSON_ENV+=(REDISLOCK_REDISSON_VERSIONS="$REDISLOCK_REDISSON_VERSIONS")
-    fi
-    log "the real Redisson client: bash test/redisson-java/build.sh ${versions[*]} (cache $cache)"
-    if REDISLOCK_REDISSON_CACHE=$cache bash "$ROOT/test/redisson-java/build.sh" "${versions[@]}"; then
-        [ "$(id -u)" -eq 0 ] && chmod -R a+rX "$cache"
-        PASSED=$((PASSED + 1))
-    else
-        FAILED=$((FAILED + 1)); FAILED_NAMES+=("redisson-java(build)")
-    fi
-}
-
 run_tap() {
     local files=() f b
     if [ ${#TAP_ARGS[@]} -gt 0 ]; then
@@ -459,7 +425,12 @@ run_tap() {
                TESTDATADIR="$WORK/tmp_check" TESTLOGDIR="$WORK/tmp_check/log"
                PERL5LIB="$WORK/test/lib:$PG_PERL_LIB${PERL5LIB:+:$PERL5LIB}"
                REDISLOCK_TEST_WORKDIR="$WORK")
-    build_redisson "${files[@]}"
+    # test 405 and the 5xx_redisson_real ones: every version
+    if build_redisson "$WORK" ALL "${files[@]}"; then
+        [ ${#REDISSON_ENV[@]} -eq 0 ] || PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("redisson-java(build)")
+    fi
     env+=("${REDISSON_ENV[@]}")
     [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)
     for f in "${files[@]}"; do

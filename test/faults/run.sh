@@ -224,36 +224,6 @@ netns_tls_redis() {
 }
 
 # --- 5. TAP tests ----------------------------------------------------------------------
-# redisson_env FILES...: tests 010 and 040 run the real Redisson client, the
-# newest version (test/lib/RealRedisson.pm): its driver is built once
-# (test/redisson-java/build.sh, cached: seconds when nothing changed) where
-# the postgres user running the tests can read it, as test/run-all.sh does.
-# A failed build counts as a failure (the tests then fail, saying why).
-REDISSON_ENV=()
-redisson_env() {
-    local f need=0
-    for f in "$@"; do
-        if grep -q '^use RealRedisson;' "$WORK/$f"; then need=1; fi
-    done
-    [ "$need" = 1 ] || return 0
-    local cache=${REDISLOCK_REDISSON_CACHE:-/var/cache/redislock/redisson}
-    REDISSON_ENV=(REDISLOCK_REDISSON_CACHE="$cache")
-    local versions=()
-    if [ -n "${REDISLOCK_REDISSON_VERSIONS:-}" ]; then
-        read -r -a versions <<< "$REDISLOCK_REDISSON_VERSIONS"
-        REDISSON_ENV+=(REDISLOCK_REDISSON_VERSIONS="$REDISLOCK_REDISSON_VERSIONS")
-    else
-        read -r -a versions <<< "$(sed -n 's/^our @VERSIONS = qw(.* \([^ ]*\));$/\1/p' "$ROOT/test/lib/RealRedisson.pm")"
-    fi
-    log "the real Redisson client: bash test/redisson-java/build.sh ${versions[*]} (cache $cache)"
-    if REDISLOCK_REDISSON_CACHE=$cache bash "$ROOT/test/redisson-java/build.sh" "${versions[@]}"; then
-        chmod -R a+rX "$cache"
-        PASSED=$((PASSED + 1))
-    else
-        FAILED=$((FAILED + 1)); FAILED_NAMES+=("redisson-java(build)")
-    fi
-}
-
 run_tap() {
     local files=() f b
     if [ ${#TAP_ARGS[@]} -gt 0 ]; then
@@ -261,7 +231,12 @@ run_tap() {
     else
         for f in "$WORK"/test/faults/t/*.pl; do files+=("test/faults/t/$(basename "$f")"); done
     fi
-    redisson_env "${files[@]}"
+    # tests 010 and 040 run the newest version of the real Redisson client
+    if build_redisson "$WORK" NEWEST "${files[@]}"; then
+        [ ${#REDISSON_ENV[@]} -eq 0 ] || PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("redisson-java(build)")
+    fi
     local want_ns=0
     for f in "${files[@]}"; do case "$f" in *partition*) want_ns=1 ;; esac; done
     if [ "$want_ns" = 1 ]; then

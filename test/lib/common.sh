@@ -138,3 +138,38 @@ stop_leftovers() {
         fi
     done < <(find "$dir" -name 'redis*.pid' 2>/dev/null)
 }
+
+# build_redisson WORK ALL|NEWEST FILES...: the test files (relative to WORK)
+# that use the real Redisson client (RealRedisson) need its Java driver,
+# built once per version (test/redisson-java/build.sh, cached: seconds when
+# nothing changed) where the postgres user running the tests can read it.
+# Builds the versions REDISLOCK_REDISSON_VERSIONS names, else every version
+# (ALL) or the newest (NEWEST).  Sets REDISSON_ENV, the environment the tests
+# need (empty when no file uses the client); fails when the build fails.
+REDISSON_ENV=()
+build_redisson() {
+    local work=$1 which=$2 f need=0
+    shift 2
+    REDISSON_ENV=()
+    for f in "$@"; do
+        if grep -q '^use RealRedisson;' "$work/$f"; then need=1; fi
+    done
+    [ "$need" = 1 ] || return 0
+    local lib cache=${REDISLOCK_REDISSON_CACHE:-}
+    lib=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    if [ -z "$cache" ]; then
+        if [ "$(id -u)" -eq 0 ]; then cache=/var/cache/redislock/redisson
+        else cache=${XDG_CACHE_HOME:-$HOME/.cache}/redislock-redisson; fi
+    fi
+    REDISSON_ENV=(REDISLOCK_REDISSON_CACHE="$cache")
+    local versions=()
+    if [ -n "${REDISLOCK_REDISSON_VERSIONS:-}" ]; then
+        read -r -a versions <<< "$REDISLOCK_REDISSON_VERSIONS"
+        REDISSON_ENV+=(REDISLOCK_REDISSON_VERSIONS="$REDISLOCK_REDISSON_VERSIONS")
+    elif [ "$which" = NEWEST ]; then
+        read -r -a versions <<< "$(sed -n 's/^our @VERSIONS = qw(.* \([^ ]*\));$/\1/p' "$lib/RealRedisson.pm")"
+    fi
+    echo "the real Redisson client: bash test/redisson-java/build.sh ${versions[*]} (cache $cache)"
+    REDISLOCK_REDISSON_CACHE=$cache bash "$lib/../redisson-java/build.sh" "${versions[@]}" || return 1
+    if [ "$(id -u)" -eq 0 ]; then chmod -R a+rX "$cache"; fi
+}

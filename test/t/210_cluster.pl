@@ -72,18 +72,6 @@ my $JAVA_LONG = 600_000;
 my ($JAVA_VERSION) = reverse RealRedisson::versions();
 my $urls = join(',', map { 'redis://127.0.0.1:' . $_->port } $cl->masters);
 
-# Subscribers of $chan over every master: classic, sharded.
-sub subs_by_kind
-{
-	my ($chan) = @_;
-	my ($classic, $sharded) = (0, 0);
-	for my $m ($cl->masters)
-	{
-		$classic += ($m->cli('PUBSUB', 'NUMSUB', $chan))[1];
-		$sharded += ($m->cli('PUBSUB', 'SHARDNUMSUB', $chan))[1];
-	}
-	return ($classic, $sharded);
-}
 
 # A Redisson waiter woken by our release, then a SQL waiter by the Redisson
 # unlock (in this order: our listener's subscription outlives its wait by
@@ -95,7 +83,7 @@ sub java_cluster_wakes
 	my ($j, $kind, $name) = @_;
 	my $l = sql_literal($name);
 	my $chan = FakeRedisson::channel($name);
-	my $subs = sub { my ($c, $s) = subs_by_kind($chan); $kind eq 'sharded' ? "$c/$s" eq '0/1' : "$c/$s" eq '1/0' };
+	my $subs = sub { my ($c, $s) = $cl->subscribers($chan); $kind eq 'sharded' ? "$c/$s" eq '0/1' : "$c/$s" eq '1/0' };
 	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min')"), 't', "$kind: A holds $name");
 	$j->start('w', 'w', 'lock', 'plain', $name, $JAVA_LONG);
 	until_ok("$kind: the Redisson waiter is subscribed, $kind only", $subs);
@@ -104,7 +92,7 @@ sub java_cluster_wakes
 	my ($st, $r) = $j->result('w', $T);
 	is($st, 'ok', "$kind: our unlock message wakes the Redisson waiter") or diag($r // 'no result');
 	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min')"), 'f', "$kind: we are excluded by it");
-	until_ok("$kind: nobody subscribed to $chan any more", sub { my ($c, $s) = subs_by_kind($chan); $c + $s == 0 });
+	until_ok("$kind: nobody subscribed to $chan any more", sub { my ($c, $s) = $cl->subscribers($chan); $c + $s == 0 });
 	$a->start("SELECT redis_lock_acquire($l, '$T s', '10 min')");
 	waits_ok($a, "$kind: A waits for the Redisson lock");
 	until_ok("$kind: A is subscribed, $kind only", $subs);
@@ -125,7 +113,7 @@ $b->query("SET redislock.cluster_pubsub = 'classic'");
 is($a->query("SELECT redis_lock_acquire('cl:c', '0', '1 min')"), 't', 'classic: A holds cl:c');
 $b->start("SELECT redis_lock_acquire('cl:c', '30 s', '1 min')");
 waits_ok($b, 'classic: B waits');
-until_ok('classic: B is subscribed classically', sub { (subs_by_kind(FakeRedisson::channel('cl:c')))[0] == 1 });
+until_ok('classic: B is subscribed classically', sub { ($cl->subscribers(FakeRedisson::channel('cl:c')))[0] == 1 });
 is($a->query("SELECT redis_lock_release('cl:c')"), 't', 'classic: A releases (PUBLISH)');
 ($v) = $b->finish(30);
 is($v, 't', 'classic: B is woken');

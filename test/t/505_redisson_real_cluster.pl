@@ -34,19 +34,7 @@ my $node = RedisLockTest::node('realcluster', undef,
 my $urls = join(',', map { 'redis://127.0.0.1:' . $_->port } $cl->masters);
 my $a = RedisLockTest::Session->new($node);
 
-# Subscribers of $chan over every master: classic, sharded.
-sub subs_by_kind
-{
-	my ($chan) = @_;
-	my ($classic, $sharded) = (0, 0);
-	for my $m ($cl->masters)
-	{
-		$classic += ($m->cli('PUBSUB', 'NUMSUB', $chan))[1];
-		$sharded += ($m->cli('PUBSUB', 'SHARDNUMSUB', $chan))[1];
-	}
-	return ($classic, $sharded);
-}
-sub subs { my ($c, $s) = subs_by_kind($_[0]); return $c + $s; }
+sub subs { my ($c, $s) = $cl->subscribers($_[0]); return $c + $s; }
 
 sub wake_check
 {
@@ -90,7 +78,7 @@ sub mismatch_check
 	$a->start("SELECT redis_lock_acquire($l, NULL, '10 min')");
 	waits_ok($a, 'SQL waiter');
 	RedisLockTest::until_ok("SQL waiter subscribed to $chan", sub { subs($chan) >= 1 });
-	my ($classic, $sharded) = subs_by_kind($chan);
+	my ($classic, $sharded) = $cl->subscribers($chan);
 	is("$classic/$sharded", '0/1', 'the SQL waiter listens on the sharded channel only');
 	is($j->run('h', 'unlock', 'plain', $name), 'null', 'Java unlocks (a classic PUBLISH)');
 	my $o = RedisLockTest::Session->new($node);

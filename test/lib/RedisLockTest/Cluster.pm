@@ -145,6 +145,19 @@ sub masters
 	return _by_port(grep { $_->{flags}{master} && _healthy($_) } $self->_live_view);
 }
 
+# Subscribers of $chan over every master: (classic, sharded).
+sub subscribers
+{
+	my ($self, $chan) = @_;
+	my ($classic, $sharded) = (0, 0);
+	for my $m ($self->masters)
+	{
+		$classic += ($m->cli('PUBSUB', 'NUMSUB', $chan))[1];
+		$sharded += ($m->cli('PUBSUB', 'SHARDNUMSUB', $chan))[1];
+	}
+	return ($classic, $sharded);
+}
+
 sub replicas_of
 {
 	my ($self, $master) = @_;
