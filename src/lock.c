@@ -267,6 +267,7 @@ const RLPrimitive rl_lock_primitive = {
 	.plural = "Redis locks",
 	.no_redlock = NULL,
 	.waiter_place = false,
+	.owned = true,
 	.acquire = lock_acquire_eval,
 	.release = lock_release_eval,
 	.renew = lock_renew_eval,
@@ -321,7 +322,38 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	{
 		out->pttl = r->element[1]->integer;
 		out->head = r->elements > 2 && r->element[2]->integer == 1;
+		out->refused = true;
 	}
+}
+
+/*
+ * Redis answered that the hold of ll this session counts is gone (it
+ * refused a re-entry: another owner has the lock; or a trim found no hold
+ * of ours), however long its lease seemed to have left: it is lost now, as
+ * when the watchdog finds it missing (the row, the token, the WARNING,
+ * redislock.on_lock_lost), and nothing of the session may go on trusting
+ * it (a later re-entry goes to Redis).
+ */
+void
+rl_lost_by_answer(LocalLock *ll)
+{
+	const RLPrimitive *prim = rl_primitive(ll->kind);
+	RLOnLost	done;
+
+	if (total_holds(ll) == 0 || ll->slot < 0 ||
+		!rl_registry_mark_lost(ll->slot, ll->generation, ll->epoch))
+		return;
+	rl_stat_add(RL_STAT_LOST, 1);
+	ereport(WARNING,
+			(errmsg("%s \"%s\" held by this session was lost", prim->noun, ll->name),
+			 errdetail("Redis no longer has this session's hold: the lease ran out, it was force-released, or Redis lost its data.")));
+	done = rl_onlost_act_self(prim->noun, ll->name);
+	if (done == RL_ON_LOST_CANCEL)
+		ereport(LOG,
+				(errmsg("canceling the running statement, whose redislock.on_lock_lost is \"cancel\"")));
+	else if (done == RL_ON_LOST_TERMINATE)
+		ereport(LOG,
+				(errmsg("terminating the session, whose redislock.on_lock_lost is \"terminate\"")));
 }
 
 /*
@@ -476,12 +508,19 @@ rl_take_hold(LocalLock *ll, const RLAcquireRequest *req, int32 target,
 {
 	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
 
+	/* a hold known lost that Redis still counts is taken anew, not re-entered */
+	bool		was_lost = total_holds(ll) > 0 &&
+		rl_registry_is_lost(ll->slot, ll->generation);
+
 	attempt(ll, lease_ms, target, req->fair,
 			(req->fair || rl_primitive(req->kind)->waiter_place) &&
 			req->wait_ms != 0, a);
+	if (a->refused && rl_primitive(ll->kind)->owned)
+		rl_lost_by_answer(ll);
 	if (!a->acquired &&
 		(req->wait_ms == 0 || !wait_for_lock(ll, req, lease_ms, target, a)))
 		return false;
+	a->fresh |= was_lost;
 	if (rl_sync_replicas > 0 && rl_mode() != RL_MODE_REDLOCK)
 		confirm_on_replicas(ll, target - req->count, a);
 	return true;

@@ -54,6 +54,8 @@ typedef struct Attempt
 	int64		token;
 	int64		pttl;			/* holder's remaining lease, -1/-2 as PTTL */
 	bool		head;			/* first in the fair queue */
+	bool		refused;		/* Redis answered that another owner has
+								 * it: any hold of ours there is gone */
 	int			masters;		/* Redlock: masters that granted it */
 	RLReply    *wait;			/* sync_replicas: the WAIT sent with it */
 	TimestampTz sent;			/* when the request that took it was sent:
@@ -139,6 +141,8 @@ typedef struct RLPrimitive
 	bool		outlives_lease; /* a dead owner's hold stays in Redis after
 								 * its lease until redislock gives it back
 								 * (nothing else frees it) */
+	bool		owned;			/* Redis refuses an owner's re-entry only
+								 * once its hold is gone */
 	bool		silent_growth;	/* room can come without a message (Redisson
 								 * before 3.16.2: RSemaphore.addPermits), so
 								 * waiters re-check on their own */
@@ -202,6 +206,7 @@ extern void rl_check_acquire(const RLAcquireRequest *req);
 extern RLReply *rl_run_acquisition(const RLEval *e, RLReply **wait);
 pg_noreturn extern void rl_replicas_unconfirmed(const RLReply *r, const char *name,
 												bool given_back);
+extern void rl_lost_by_answer(LocalLock *ll);
 extern bool rl_take_hold(LocalLock *ll, const RLAcquireRequest *req,
 						 int32 target, Attempt *a);
 extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,

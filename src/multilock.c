@@ -30,6 +30,7 @@ typedef struct MultiLock
 	int64		lease_ms;
 	int64	   *token;			/* filled when taken */
 	bool	   *fresh;
+	bool	   *was_lost;		/* held, but known lost before the call */
 } MultiLock;
 
 /*
@@ -81,12 +82,16 @@ attempt_all(void *arg, Attempt *a)
 	if (!a->acquired)
 	{
 		a->pttl = r->element[1]->integer;
+		/* the name another owner has: a hold of ours there is gone */
+		if (r->elements > 2 && r->element[2]->integer >= 1 &&
+			r->element[2]->integer <= m->n)
+			rl_lost_by_answer(m->locks[r->element[2]->integer - 1]);
 		return;
 	}
 	for (int i = 0; i < m->n; i++)
 	{
 		m->token[i] = r->element[1 + 2 * i]->integer;
-		m->fresh[i] = r->element[2 + 2 * i]->integer == 1;
+		m->fresh[i] = r->element[2 + 2 * i]->integer == 1 || m->was_lost[i];
 	}
 }
 
@@ -328,6 +333,7 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 	m.target = palloc(sizeof(int32) * n);
 	m.token = palloc0(sizeof(int64) * n);
 	m.fresh = palloc0(sizeof(bool) * n);
+	m.was_lost = palloc0(sizeof(bool) * n);
 
 	/* Entries created for nothing must not keep their shared slots. */
 	PG_TRY();
@@ -336,6 +342,9 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 		{
 			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, NULL, m.lease_ms);
 			m.target[nlocks] = total_holds(m.locks[nlocks]) + 1;
+			m.was_lost[nlocks] = m.target[nlocks] > 1 &&
+				rl_registry_is_lost(m.locks[nlocks]->slot,
+									m.locks[nlocks]->generation);
 			if (m.target[nlocks] > 1 && m.lease_ms > m.locks[nlocks]->lease_ms)
 				rl_registry_attempt(m.locks[nlocks]->slot,
 									m.locks[nlocks]->generation, m.lease_ms);

@@ -124,18 +124,16 @@ assign_on_lock_lost(int newval, void *extra)
 }
 
 /*
- * The worker found the hold of slot s gone: does to its session what the
- * session asked for. Returns what that was.
+ * Leaves the session of entry e (session, pid) the notice of its lost hold
+ * and signals it, if it asked for more than a WARNING. Returns what it did.
  */
-RLOnLost
-rl_onlost_act(const RLSlot *s, const char *noun)
+static RLOnLost
+act(LostEntry *e, uint64 session, int procno, int pid, const char *noun,
+	const char *name)
 {
-	LostEntry  *e = &entries[s->procno];
 	RLOnLost	mode;
 
-	Assert(entries != NULL && s->procno >= 0 && s->procno < rl_registry_nprocs());
-	if (!rl_registry_session_alive(s) ||
-		pg_atomic_read_u64(&e->session) != s->session)
+	if (pg_atomic_read_u64(&e->session) != session)
 		return RL_ON_LOST_WARN;
 	pg_read_barrier();
 	mode = (RLOnLost) pg_atomic_read_u32(&e->mode);
@@ -143,11 +141,11 @@ rl_onlost_act(const RLSlot *s, const char *noun)
 		return mode;
 
 	pg_atomic_fetch_add_u32(&e->seq, 1);
-	e->notice.session = s->session;
+	e->notice.session = session;
 	e->notice.mode = (uint32) mode;
 	e->notice.at = GetCurrentTimestamp();
 	strlcpy(e->notice.noun, noun, sizeof(e->notice.noun));
-	strlcpy(e->notice.name, s->name, sizeof(e->notice.name));
+	strlcpy(e->notice.name, name, sizeof(e->notice.name));
 	pg_atomic_fetch_add_u32(&e->seq, 1);
 
 	/*
@@ -155,9 +153,37 @@ rl_onlost_act(const RLSlot *s, const char *noun)
 	 * session runs (COPY TO PROGRAM) gets it too. The PID checked against
 	 * the process slot keeps a PID reused since the snapshot from being hit.
 	 */
-	if (GetPGProcByNumber(s->procno)->pid == s->pid)
-		(void) kill(-s->pid, mode == RL_ON_LOST_CANCEL ? SIGINT : SIGTERM);
+	if (GetPGProcByNumber(procno)->pid == pid)
+		(void) kill(-pid, mode == RL_ON_LOST_CANCEL ? SIGINT : SIGTERM);
 	return mode;
+}
+
+/*
+ * The worker found the hold of slot s gone: does to its session what the
+ * session asked for. Returns what that was.
+ */
+RLOnLost
+rl_onlost_act(const RLSlot *s, const char *noun)
+{
+	Assert(entries != NULL && s->procno >= 0 && s->procno < rl_registry_nprocs());
+	if (!rl_registry_session_alive(s))
+		return RL_ON_LOST_WARN;
+	return act(&entries[s->procno], s->session, s->procno, s->pid, noun,
+			   s->name);
+}
+
+/*
+ * The session itself learnt from Redis's answer that its hold of name is
+ * gone (Redis refused a re-entry: another owner has the lock): the same as
+ * the worker would do, the signal reaching this very session.
+ */
+RLOnLost
+rl_onlost_act_self(const char *noun, const char *name)
+{
+	if (entries == NULL || MyProc == NULL || published == 0)
+		return RL_ON_LOST_WARN;
+	return act(&entries[RL_MY_PROCNO], published, RL_MY_PROCNO, MyProcPid,
+			   noun, name);
 }
 
 /*

@@ -24,5 +24,6 @@ extern void rl_onlost_startup(void);
 extern void rl_onlost_init(void);
 extern void rl_onlost_publish(void);
 extern RLOnLost rl_onlost_act(const RLSlot *s, const char *noun);
+extern RLOnLost rl_onlost_act_self(const char *noun, const char *name);
 
 #endif							/* REDISLOCK_ONLOST_H */

@@ -151,6 +151,8 @@ rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 
 	memset(out, 0, sizeof(*out));
 	out->sent = start;
+	/* no majority can have our hold when more than a minority refused */
+	out->refused = nrefused > nnodes - rl_redlock_quorum();
 	out->fresh = held_before < rl_redlock_quorum();
 	if (granted >= rl_redlock_quorum() &&
 		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token)) &&

@@ -370,6 +370,7 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 	s->acquired_at = 0;
 	s->renewed_at = GetCurrentTimestamp();
 	s->kept_at = s->renewed_at;
+	s->horizon = TimestampTzPlusMilliseconds(s->renewed_at, lease_ms);
 	strlcpy(s->owner, owner, sizeof(s->owner));
 	strlcpy(s->name, name, sizeof(s->name));
 	*generation = s->generation;
@@ -379,8 +380,11 @@ rl_registry_reserve(RLKind kind, const char *name, const char *owner, int64 leas
 
 /*
  * Before an acquisition that may set a longer lease than the slot shows
- * (re-entry with a longer fixed lease): should its outcome stay unknown,
- * the worker must go on releasing for that long.
+ * (re-entry with a longer fixed lease): should its outcome stay unknown and
+ * the session end, the worker must go on releasing for that long. Only the
+ * horizon moves: the lease and renewal time that the watchdog and local
+ * re-entries trust change when Redis has answered (rl_registry_publish),
+ * never on the strength of a request it may refuse or never see.
  */
 void
 rl_registry_attempt(int index, uint32 generation, int64 lease_ms)
@@ -392,10 +396,8 @@ rl_registry_attempt(int index, uint32 generation, int64 lease_ms)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	s = own_slot(index, generation);
 	if (s != NULL)
-	{
-		s->lease_ms = Max(s->lease_ms, lease_ms);
-		s->renewed_at = GetCurrentTimestamp();
-	}
+		s->horizon = Max(s->horizon,
+						 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), lease_ms));
 	LWLockRelease(shared->lock);
 }
 
@@ -420,7 +422,12 @@ rl_registry_publish(int index, uint32 generation, const RLSlotInfo *info)
 		LWLockRelease(shared->lock);
 		return 0;
 	}
-	if (info->fresh)
+	/*
+	 * A new hold, and also a re-entry that set the lease in Redis: a renewal
+	 * the worker built before it, from the old lease, is then not recorded
+	 * over it (renew.lua never shortens what Redis has).
+	 */
+	if (info->fresh || info->renewed_at != 0)
 		s->epoch++;
 	s->session_holds = info->session_holds;
 	s->xact_holds = info->xact_holds;
@@ -435,6 +442,8 @@ rl_registry_publish(int index, uint32 generation, const RLSlotInfo *info)
 		/* the lease runs from when it was asked for, not when answered */
 		s->renewed_at = info->renewed_at;
 		s->kept_at = s->renewed_at;
+		s->horizon = Max(s->horizon,
+						 TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms));
 		s->masters = info->masters;
 	}
 	if (info->fresh || (s->state != RL_SLOT_LOST && info->session_holds + info->xact_holds > 0))
@@ -514,7 +523,8 @@ rl_registry_orphan(int index, uint32 generation)
 		 * now, whatever the slot showed: release for a whole lease from now.
 		 */
 		s->state = RL_SLOT_ORPHANED;
-		s->renewed_at = GetCurrentTimestamp();
+		s->horizon = Max(s->horizon,
+						 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), s->lease_ms));
 	}
 	LWLockRelease(shared->lock);
 }
@@ -536,6 +546,31 @@ rl_registry_wake_worker(void)
 }
 
 /*
+ * When the hold of s is lost by time: its lease, counted from when the
+ * request that Redis last confirmed was sent, less a margin for the drift
+ * of the clocks (as Redlock counts a lock's validity).
+ */
+TimestampTz
+rl_registry_lapse_at(const RLSlot *s)
+{
+	int64		drift = s->lease_ms * rl_redlock_drift / 1000 + 2;
+
+	return TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms - drift);
+}
+
+/*
+ * Whether a held slot's lease has run out without a renewal that Redis
+ * confirmed. The hold is lost then, whether or not Redis answers: nothing
+ * keeps another client from taking the lock.
+ */
+bool
+rl_registry_lapsed(const RLSlot *s, TimestampTz now)
+{
+	return s->state == RL_SLOT_HELD && s->session_holds + s->xact_holds > 0 &&
+		rl_registry_lapse_at(s) <= now;
+}
+
+/*
  * Whether the hold of slot index is surely still in Redis as far as this
  * server knows: not marked lost, and its lease, counted from the last time
  * Redis got it in full, not run out (a renewal may be stuck).
@@ -551,14 +586,15 @@ rl_registry_lease_alive(int index, uint32 generation)
 	LWLockAcquire(shared->lock, LW_SHARED);
 	s = own_slot(index, generation);
 	alive = s != NULL && s->state == RL_SLOT_HELD &&
-		TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms) > GetCurrentTimestamp();
+		!rl_registry_lapsed(s, GetCurrentTimestamp());
 	LWLockRelease(shared->lock);
 	return alive;
 }
 
 /*
- * Whether the hold of slot index is lost: marked so, or the slot changed
- * hands (only the worker takes a session's slot, after releasing its hold).
+ * Whether the hold of slot index is lost: marked so, its lease run out
+ * without a confirmed renewal, or the slot changed hands (only the worker
+ * takes a session's slot, after releasing its hold).
  */
 bool
 rl_registry_is_lost(int index, uint32 generation)
@@ -570,7 +606,8 @@ rl_registry_is_lost(int index, uint32 generation)
 		return false;
 	LWLockAcquire(shared->lock, LW_SHARED);
 	s = own_slot(index, generation);
-	lost = s == NULL || s->state == RL_SLOT_LOST;
+	lost = s == NULL || s->state == RL_SLOT_LOST ||
+		rl_registry_lapsed(s, GetCurrentTimestamp());
 	LWLockRelease(shared->lock);
 	return lost;
 }
@@ -634,9 +671,13 @@ rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 {
 	RLSlot	   *s = &shared->slots[index];
 
+	/*
+	 * An answer that comes after the lease ran out does not bring the hold
+	 * back: it was lost meanwhile, and the worker reports it.
+	 */
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (s->generation == generation && s->epoch == epoch &&
-		s->state == RL_SLOT_HELD)
+		s->state == RL_SLOT_HELD && !rl_registry_lapsed(s, GetCurrentTimestamp()))
 	{
 		s->kept_at = when;
 		if (full)

@@ -51,7 +51,12 @@ typedef struct RLSlot
 	int64		lease_ms;
 	int64		token;
 	TimestampTz acquired_at;
-	TimestampTz renewed_at;		/* last time Redis got the full lease */
+	TimestampTz renewed_at;		/* last time Redis got the full lease, as
+								 * confirmed by its answer: with lease_ms,
+								 * what the watchdog and re-entries trust */
+	TimestampTz horizon;		/* how long a request sent for the hold,
+								 * answered or not, may keep it in Redis:
+								 * what an orphaned hold is released until */
 	TimestampTz kept_at;		/* a fixed-lease read hold: last time the
 								 * worker kept its hash alive */
 	int16		masters;		/* Redlock: masters that had the hold then */
@@ -138,6 +143,8 @@ extern void rl_registry_orphan(int index, uint32 generation);
 extern void rl_registry_wake_worker(void);
 extern bool rl_registry_is_lost(int index, uint32 generation);
 extern bool rl_registry_lease_alive(int index, uint32 generation);
+extern TimestampTz rl_registry_lapse_at(const RLSlot *s);
+extern bool rl_registry_lapsed(const RLSlot *s, TimestampTz now);
 extern void rl_registry_releasing(int index, uint32 generation, bool releasing);
 extern bool rl_registry_mark_lost(int index, uint32 generation, uint32 epoch);
 extern void rl_registry_renewed(int index, uint32 generation, uint32 epoch,

@@ -84,7 +84,11 @@ scope_text(const RLSlot *s)
 	return s->xact_holds > 0 ? "transaction" : "session";
 }
 
-/* A fixed lease past its end is reported as expired: nothing renews it. */
+/*
+ * A lease past its end with no renewal confirmed is lost at once, before
+ * the worker reports it; a fixed one is reported as expired: nothing was
+ * meant to renew it.
+ */
 static const char *
 state_text(const RLSlot *s, TimestampTz now)
 {
@@ -97,9 +101,8 @@ state_text(const RLSlot *s, TimestampTz now)
 		case RL_SLOT_RESERVED:
 			return "unsettled";	/* the worker settles it */
 		default:
-			if (!s->watchdog &&
-				TimestampTzPlusMilliseconds(s->renewed_at, s->lease_ms) <= now)
-				return "expired";
+			if (rl_registry_lapsed(s, now))
+				return s->watchdog ? "lost" : "expired";
 			return "held";
 	}
 }

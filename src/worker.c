@@ -15,6 +15,7 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
 #include <hiredis/hiredis.h>
 
 #include "miscadmin.h"
@@ -40,6 +41,9 @@
 
 /* How soon to try again after Redis could not be reached. */
 #define RETRY_MS 1000
+
+/* How long past the first lease to run out a renewal may still take. */
+#define LAPSE_SLACK_MS 100
 
 /* Longest sleep with nothing due, so a lost latch wake-up costs little. */
 #define IDLE_MS 10000
@@ -260,6 +264,39 @@ owed_ms(const RLSlot *s, TimestampTz now)
 	return Max((end - now) / 1000, 1);
 }
 
+/*
+ * The worker found the hold of slot s gone (lapsed: its lease ran out with
+ * no renewal that Redis confirmed; else a renewal found it missing): marks
+ * it lost, unless it changed since the snapshot, says so and does to its
+ * session what the session asked for.
+ */
+static void
+report_lost(RLSlotCopy *item, bool lapsed)
+{
+	RLSlot	   *s = &item->slot;
+	RLOnLost	done;
+
+	if (!rl_registry_mark_lost(item->index, s->generation, s->epoch))
+		return;
+	done = rl_onlost_act(s, rl_kind_noun(s->kind));
+	rl_stat_add(RL_STAT_LOST, 1);
+	ereport(WARNING,
+			(errmsg("%s \"%s\" held by the session with PID %d was lost",
+					rl_kind_noun(s->kind), s->name, s->pid),
+			 lapsed ?
+			 errdetail("Its lease of %lld ms ran out before Redis confirmed a renewal: another client may hold it now.",
+					   (long long) s->lease_ms) :
+			 errdetail("Redis no longer has the hold: the lease ran out, the lock was force-released, or Redis lost its data.")));
+	if (done == RL_ON_LOST_CANCEL)
+		ereport(LOG,
+				(errmsg("canceled the running statement, if any, of the session with PID %d, whose redislock.on_lock_lost is \"cancel\"",
+						s->pid)));
+	else if (done == RL_ON_LOST_TERMINATE)
+		ereport(LOG,
+				(errmsg("terminated the session with PID %d, whose redislock.on_lock_lost is \"terminate\"",
+						s->pid)));
+}
+
 /* Renews one batch in a single round trip; false if Redis was unreachable. */
 static bool
 renew_batch(RLSlotCopy **items, int n)
@@ -313,24 +350,8 @@ renew_batch(RLSlotCopy **items, int n)
 			if (rl_mode() == RL_MODE_REDLOCK && masters[i] < rl_redlock_size())
 				partial[npartial++] = items[i];
 		}
-		else if (rl_registry_mark_lost(items[i]->index, s->generation, s->epoch))
-		{
-			RLOnLost	done = rl_onlost_act(s, rl_kind_noun(s->kind));
-
-			rl_stat_add(RL_STAT_LOST, 1);
-			ereport(WARNING,
-					(errmsg("%s \"%s\" held by the session with PID %d was lost",
-							rl_kind_noun(s->kind), s->name, s->pid),
-					 errdetail("Redis no longer has the hold: the lease ran out, the lock was force-released, or Redis lost its data.")));
-			if (done == RL_ON_LOST_CANCEL)
-				ereport(LOG,
-						(errmsg("canceled the running statement, if any, of the session with PID %d, whose redislock.on_lock_lost is \"cancel\"",
-								s->pid)));
-			else if (done == RL_ON_LOST_TERMINATE)
-				ereport(LOG,
-						(errmsg("terminated the session with PID %d, whose redislock.on_lock_lost is \"terminate\"",
-								s->pid)));
-		}
+		else
+			report_lost(items[i], false);
 	}
 	if (npartial > 0)
 		restore_holds(partial, npartial);
@@ -414,6 +435,7 @@ run_cycle(void)
 	bool		resent;
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = TimestampTzPlusMilliseconds(now, IDLE_MS);
+	TimestampTz first_lapse = DT_NOEND;
 	long		sleep_ms;
 
 	/* from the snapshot on, what sessions publish is noted for its end */
@@ -432,6 +454,21 @@ run_cycle(void)
 		int64		period = renewal_period(s, now, &since);
 		bool		renewing = period > 0;
 		TimestampTz due_at = TimestampTzPlusMilliseconds(since, period);
+
+		/*
+		 * A lease that ran out with no renewal confirmed is lost, whatever
+		 * Redis says later; a fixed lease that runs out is just over.
+		 */
+		if (s->watchdog && rl_registry_lapsed(s, now))
+		{
+			report_lost(&copies[i], true);
+			continue;
+		}
+		if (s->watchdog && s->state == RL_SLOT_HELD && slot_holds(s) > 0)
+		{
+			first_lapse = Min(first_lapse, rl_registry_lapse_at(s));
+			next = Min(next, rl_registry_lapse_at(s));
+		}
 
 		/*
 		 * Renewing up to half a period early lets locks taken at slightly
@@ -456,7 +493,7 @@ run_cycle(void)
 		 */
 		if (s->state == RL_SLOT_ORPHANED)
 		{
-			if (lease_end <= now && !rl_kind_outlives_lease(s->kind))
+			if (Max(lease_end, s->horizon) <= now && !rl_kind_outlives_lease(s->kind))
 				rl_registry_free(copies[i].index, s->generation);
 			else
 				orphans[norphans++] = &copies[i];
@@ -471,8 +508,16 @@ run_cycle(void)
 		}
 	}
 
+	/*
+	 * A renewal stuck on a silent server must not keep the worker from
+	 * finding a lease run out: no renewal outlives the first one due to.
+	 */
+	if (first_lapse != DT_NOEND)
+		rl_limit_waits((int) Min(Max((first_lapse - now) / 1000, 0),
+								 INT_MAX - LAPSE_SLACK_MS) + LAPSE_SLACK_MS);
 	for (int start = 0; start < ndue && ok; start += RENEW_BATCH)
 		ok = renew_batch(due + start, Min(RENEW_BATCH, ndue - start));
+	rl_limit_waits(0);
 	if (ok && norphans > 0)
 		ok = release_slots(orphans, norphans, false);
 	if (ok && nunsettled > 0)
