@@ -580,13 +580,20 @@ renewed_here(void)
 void
 rl_check_acquire(const RLAcquireRequest *req)
 {
+	/* A semaphore has no lease argument: only preloading helps it. */
 	if (req->lease_ms == 0 && (!rl_registry_attached() || !IsUnderPostmaster))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
+				 req->kind == RL_KIND_SEMAPHORE ?
+				 errmsg("a Redis semaphore needs the redislock watchdog") :
+				 errmsg("a %s without a lease needs the redislock watchdog",
+						rl_primitive(req->kind)->noun),
 				 !rl_registry_attached() ?
 				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries.") :
 				 errdetail("Nothing would renew the lease: background workers do not run in single-user mode."),
+				 req->kind == RL_KIND_SEMAPHORE ?
+				 (!rl_registry_attached() ?
+				  errhint("Add redislock to shared_preload_libraries and restart.") : 0) :
 				 !rl_registry_attached() ?
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.") :
 				 errhint("Pass a fixed lease.")));

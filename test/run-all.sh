@@ -241,8 +241,11 @@ fi
 
 # --- 3. work dir owned by the server user ------------------------------------
 WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
-for d in sql lua test docs contrib; do    # docs, contrib: tests 405, 437, 440, 441
+for d in sql lua test docs contrib; do    # docs, contrib: tests 405, 437, 440, 441, 445
     [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
+done
+for f in README.md; do                    # test 445
+    [ -f "$ROOT/$f" ] && cp "$ROOT/$f" "$WORK/"
 done
 for f in Makefile redislock.control; do    # for "make installcheck"
     [ -f "$ROOT/$f" ] && cp "$ROOT/$f" "$WORK/"
