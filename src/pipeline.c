@@ -157,6 +157,7 @@ flight_step(Flight *f)
 				flight_fail(f);
 				return;
 			}
+			rl_redis_reached = true;	/* the commands follow the setup */
 			f->state = FLIGHT_HANDSHAKE;
 			/* FALLTHROUGH */
 		case FLIGHT_HANDSHAKE:

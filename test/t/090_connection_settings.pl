@@ -159,4 +159,36 @@ unlike(($v2 // '') . ($e2 // ''), qr/hunter2|locker/, '... nor see it in the ref
 	$su->close;
 }
 
+# Sessions that never held anything say nothing at exit, whatever went wrong
+# with their Redis settings: [what, user, statements].
+{
+	my $url = "redis://127.0.0.1:$port";
+	my $dead = 'redis://127.0.0.1:' . RedisLockTest::free_port();
+	for my $t (
+		[ 'its own redislock.url refused (not a superuser)', 'plain',
+		  [ "SET redislock.url = '$dead'", "SELECT redis_lock_acquire('ex:a', '0', '1 min')" ] ],
+		[ 'its own redislock.url unreachable', undef,
+		  [ "SET redislock.url = '$dead'", "SELECT redis_lock_acquire('ex:b', '0', '1 min')" ] ],
+		[ 'two modes set', undef,
+		  [ "SET redislock.sentinels = '127.0.0.1:$port'", "SET redislock.cluster_nodes = '127.0.0.1:$port'",
+		    "SELECT redis_lock_acquire('ex:c', '0', '1 min')" ] ],
+		[ 'a transaction lock refused', undef,
+		  [ "SET redislock.url = '$dead'", "BEGIN", "SELECT redis_xact_lock_acquire('ex:d', '0', '1 min')", "ROLLBACK" ] ])
+	{
+		my ($what, $user, $sqls) = @$t;
+		my $offset = -s $node->logfile;
+		my $x = RedisLockTest::Session->new($node, defined $user ? (user => $user) : (), application_name => 'exit_quiet');
+		my $pid = $x->pid;
+		my @errs = grep { defined } map { ($x->try($_))[1] } @$sqls;
+		ok(@errs > 0, "$what: the session got an error") or next;
+		$x->close;
+		ok(RedisLockTest::wait_until(30, 'the session ended', sub {
+			$s->query("SELECT count(*) FROM pg_stat_activity WHERE pid = $pid") == 0 }),
+			"$what: the session ends");
+		my $log = substr(slurp($node->logfile), $offset);
+		unlike($log, qr/\[$pid\][^\n]*WARNING:  could not release the Redis locks of this session/,
+			"$what: no WARNING about releasing locks it never held at exit");
+	}
+}
+
 done_testing();

@@ -43,6 +43,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use RedisLockTest;
 use Test::More;
+use File::Temp ();
 
 my $T = 30;
 my $root = "$FindBin::RealBin/../..";
@@ -62,14 +63,15 @@ sub blocks
 		my $l = $lines[$i];
 		if ($cur)
 		{
-			if ($l =~ /^```\s*$/) { push @out, $cur; undef $cur; }
+			if ($l =~ /^```\s*$/) { push @out, $cur; undef $cur; $prev = $l; chomp $prev; }
 			else { $cur->{text} .= $l; }
 			next;
 		}
 		if ($l =~ /^```(\S*)\s*$/)
 		{
-			$cur = { line => $i + 1, lang => $1, text => '',
-				marker => (defined $prev && $prev =~ /^<!-- doctest: (.*?) -->$/ ? $1 : undef) };
+			my $lang = $1;
+			my ($marker) = defined $prev ? $prev =~ /^<!-- doctest: (.*?) -->$/ : ();
+			$cur = { line => $i + 1, lang => $lang, text => '', marker => $marker };
 			next;
 		}
 		$prev = $l if $l =~ /\S/;
@@ -246,6 +248,33 @@ for my $path (@pages)
 	$total{run} += $run;
 	$total{marked} += $marked;
 }
+# --- docs/install.md: the hint each function gets without preloading ---------------------
+# What the page's table says is what the server says: each function's hint
+# fits it (a semaphore has no lease to pass).
+if ($plain)
+{
+	my $page = do { local (@ARGV, $/) = ("$root/docs/install.md"); <> };
+	my $x = RedisLockTest::Session->new($plain, dbname => 'doc_docs_install_md');
+	my $preload = 'Add redislock to shared_preload_libraries and restart';
+	for my $t (
+		[ "SELECT redis_lock_acquire('np:h1')", "$preload, or pass a fixed lease." ],
+		[ "SELECT redis_xact_lock_acquire('np:h2')", "$preload, or pass a fixed lease." ],
+		[ "SELECT redis_read_lock_acquire('np:h3')", "$preload, or pass a fixed lease." ],
+		[ "SELECT redis_lock_acquire_all(ARRAY['np:h4'])", "$preload, or pass a fixed lease." ],
+		[ "SELECT redis_permit_acquire('np:h5')", "$preload, or pass a fixed lease." ],
+		[ "SELECT redis_semaphore_acquire('np:h6')", "$preload." ],
+		[ "SELECT redis_xact_semaphore_acquire('np:h7')", "$preload." ],
+		[ "SELECT count(*) FROM redis_lock_stats", "$preload." ])
+	{
+		my ($sql, $hint) = @$t;
+		my (undef, $err, $state) = $x->try($sql);
+		is($state, '55000', "without preloading, $sql: 55000");
+		like($err // '', qr/\nHINT:  \Q$hint\E$/, "... hint \"$hint\"") or diag($err);
+		ok(index($page, "hint `$hint`") >= 0, "... as docs/install.md says");
+	}
+	$x->close;
+}
+
 diag("the documentation's ```sql and ```sh blocks, per page:");
 diag($_) for @summary;
 diag("all pages: $total{run} run, $total{marked} marked");
@@ -259,8 +288,11 @@ sub acl_block
 {
 	my ($where, $text) = @_;
 	my $port = $redis->port;
-	my $cli = $ENV{REDISLOCK_REDIS_CLI} // 'redis-cli';
-	my $out = `bash -c 'redis-cli() { command $cli -p $port "\$@"; }; $text' 2>&1` // '';
+	my $cli = $RedisLockTest::Redis::CLI;
+	my ($fh, $script) = File::Temp::tempfile('aclXXXX', TMPDIR => 1, UNLINK => 1);
+	print $fh "redis-cli() { command $cli -h 127.0.0.1 -p $port \"\$@\"; }\n", $text;
+	close $fh;
+	my $out = `bash $script 2>&1` // '';
 	is($out =~ s/\s+$//r, 'OK', "$where: the ACL block runs in a shell as shown") or return;
 	my ($pw) = $text =~ /'>([^']*)'/;
 	my ($user) = $text =~ /ACL SETUSER (\S+)/;
@@ -274,10 +306,10 @@ sub acl_block
 	my $a = RedisLockTest::Session->new($acl);
 	my $b = RedisLockTest::Session->new($acl);
 	my @steps = (
-		[ 'lock, reentry, status, release',
-		  "SELECT redis_lock_acquire('${P}a', '0') AND redis_lock_acquire('${P}a', '0')"
-		  . " AND (SELECT hold_count = 2 FROM redis_lock_status('${P}a'))"
-		  . " AND redis_lock_release('${P}a') AND redis_lock_release('${P}a')" ],
+		[ 'lock', "SELECT redis_lock_acquire('${P}a', '0', '1 min')" ],
+		[ 'reentry', "SELECT redis_lock_acquire('${P}a', '0', '1 min')" ],
+		[ 'status', "SELECT hold_count FROM redis_lock_status('${P}a')", '2' ],
+		[ 'release', "SELECT redis_lock_release('${P}a') AND redis_lock_release('${P}a')" ],
 		[ 'fair lock', "SELECT redis_lock_acquire('${P}f', '0', fair => true) AND redis_lock_release('${P}f')" ],
 		[ 'transaction lock', "SELECT redis_xact_lock_acquire('${P}x', '0')" ],
 		[ 'read and write lock',
@@ -297,7 +329,7 @@ sub acl_block
 	for my $st (@steps)
 	{
 		my ($v, $err) = $a->try($st->[1]);
-		is($v, 't', "$where: as Redis user $user: $st->[0]") or diag($err);
+		is($v, $st->[2] // 't', "$where: as Redis user $user: $st->[0]") or diag($err);
 	}
 	# a wait, woken through the listener (logged in as the same user)
 	is($a->query("SELECT redis_lock_acquire('${P}w', '0')"), 't', "$where: as $user: A holds ${P}w");
