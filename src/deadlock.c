@@ -476,8 +476,9 @@ still_waits(const char *owner, const char *started, const RLReply *edge,
 
 /*
  * How the next member of a cycle stands in the way of a wait for a read or
- * write hold, from the lock's fields: it reads, it writes, or (a reader's
- * wait) its waiting writer's mark keeps new readers out.
+ * write hold, from the lock's fields: it reads, it writes, it holds the name
+ * as an exclusive lock (no mode), or (a reader's wait) its waiting writer's
+ * mark keeps new readers out.
  */
 static const char *
 rw_hold(const RLReply *fields, const char *owner)
@@ -487,7 +488,7 @@ rw_hold(const RLReply *fields, const char *owner)
 		if (field(fields, psprintf("%s:write", owner)) != NULL)
 			return "held for write";
 		if (field(fields, owner) != NULL)
-			return "held for read";
+			return field(fields, "mode") != NULL ? "held for read" : "held";
 	}
 	return "kept from new readers by the waiting writer";
 }
