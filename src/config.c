@@ -19,6 +19,8 @@ int			rl_nsentinels = 0;
 int			rl_sentinel_first = 0;	/* the one that answered last */
 bool		rl_server_ok = false;
 char		rl_server_problem[256];
+/* what to do about rl_server_problem */
+const char *rl_server_hint;
 
 static RLMode server_mode = RL_MODE_SINGLE;
 static RLNode mode_nodes[RL_MAX_NODES];	/* cluster seeds or Redlock masters */
@@ -313,6 +315,7 @@ load_nodes(const char *setting, const char *list, RLNode *nodes, int *n)
 	*n = 0;
 	snprintf(rl_server_problem, sizeof(rl_server_problem), "%s is invalid: %s",
 			 setting, problem);
+	rl_server_hint = "Give host:port pairs separated by commas, e.g. '10.0.0.5:6379,10.0.0.6:6379'.";
 	return false;
 }
 
@@ -336,6 +339,7 @@ rl_load_server(void)
 	rl_server_ok = false;
 	rl_nsentinels = 0;
 	nmode_nodes = 0;
+	rl_server_hint = NULL;
 	server_mode = have_sentinels ? RL_MODE_SENTINEL :
 		have_cluster ? RL_MODE_CLUSTER :
 		have_redlock ? RL_MODE_REDLOCK : RL_MODE_SINGLE;
@@ -344,6 +348,7 @@ rl_load_server(void)
 		strlcpy(rl_server_problem,
 				"only one of redislock.sentinels, redislock.cluster_nodes and redislock.redlock_nodes may be set",
 				sizeof(rl_server_problem));
+		rl_server_hint = "Set the one that describes the deployment and leave the others empty.";
 		return;
 	}
 	memset(&rl_server, 0, sizeof(rl_server));
@@ -353,19 +358,22 @@ rl_load_server(void)
 		{
 			snprintf(rl_server_problem, sizeof(rl_server_problem),
 					 "redislock.url is invalid: %s", problem);
+			rl_server_hint = "Give a URL such as 'redis://user:password@host:6379/0', 'rediss://host:6380' or 'unix:///path/to/redis.sock'.";
 			return;
 		}
 	}
 	else if (server_mode == RL_MODE_SINGLE || server_mode == RL_MODE_SENTINEL)
 	{
 		strlcpy(rl_server_problem, "redislock.url is not set", sizeof(rl_server_problem));
+		rl_server_hint = "Set redislock.url, e.g. 'redis://127.0.0.1:6379', in postgresql.conf.";
 		return;
 	}
 	if (rl_password && rl_password[0] != '\0')
 		strlcpy(rl_server.password, rl_password, sizeof(rl_server.password));
 	else if (rl_password_file && rl_password_file[0] != '\0' &&
 			 !rl_read_password_file(rl_server.password, sizeof(rl_server.password),
-									rl_server_problem, sizeof(rl_server_problem)))
+									rl_server_problem, sizeof(rl_server_problem),
+									&rl_server_hint))
 	{
 		/* read it again on next use: the file may get fixed */
 		server_generation = 0;
@@ -390,6 +398,7 @@ rl_load_server(void)
 			{
 				strlcpy(rl_server_problem, "a Redis Cluster has only database 0",
 						sizeof(rl_server_problem));
+				rl_server_hint = "Leave the database out of redislock.url (or make it /0).";
 				return;
 			}
 			strlcpy(rl_server.desc, "the Redis cluster", sizeof(rl_server.desc));
@@ -403,6 +412,7 @@ rl_load_server(void)
 				strlcpy(rl_server_problem,
 						"redislock.redlock_nodes must name at least 3 independent masters",
 						sizeof(rl_server_problem));
+				rl_server_hint = "Name 3 or more (5 is usual) independent masters, or set redislock.url for a single server.";
 				return;
 			}
 			snprintf(rl_server.desc, sizeof(rl_server.desc), "the %d Redlock masters",

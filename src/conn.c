@@ -184,7 +184,7 @@ rl_ensure_open(RLConn *c, TimestampTz until)
 	rl_disconnect(c);
 	rl_load_server();
 	if (!rl_server_ok)
-		return rl_fail(c, RLF_CONFIG, "%s", rl_server_problem);
+		return rl_fail_config(c);
 	c->generation = rl_settings_generation;
 	until = Min(until, rl_after_ms(rl_connect_timeout));
 	if (c->pinned)

@@ -181,6 +181,8 @@ extern const char *rl_refusal_hint(const char *err);
 extern void rl_report_refusal(const char *err, const char *object);
 extern bool rl_fail_on(RLConn *c, RLFailure failure, const char *server,
 					   const char *fmt,...) pg_attribute_printf(4, 5);
+extern bool rl_fail_config(RLConn *c);
+extern bool rl_redis_reached;
 extern char *rl_failure_text(const RLConn *c);
 extern void rl_report(RLConn *c, int elevel) pg_attribute_cold;
 extern int	rl_op_errmsg(RLOp op, const char *name);

@@ -64,6 +64,7 @@ extern int	rl_nsentinels;
 extern int	rl_sentinel_first;
 extern bool rl_server_ok;
 extern char rl_server_problem[256];
+extern const char *rl_server_hint;
 
 extern void rl_load_server(void);
 

@@ -490,6 +490,13 @@ rl_check_setup(RLConn *c, const RLSetup *st, RLReply **replies)
 	return true;
 }
 
+/*
+ * Can this process have had a command run by a Redis server? Not before a
+ * connection's setup (AUTH, SELECT) was accepted; a pipeline sends its
+ * commands behind the setup, so its connect counts.
+ */
+bool		rl_redis_reached = false;
+
 /* Sets up a new connection in one round trip; see rl_build_setup(). */
 bool
 rl_setup_session(RLConn *c, TimestampTz until)
@@ -509,7 +516,10 @@ rl_setup_session(RLConn *c, TimestampTz until)
 					rl_connect_timeout);
 		return false;
 	}
-	return rl_check_setup(c, &st, replies);
+	if (!rl_check_setup(c, &st, replies))
+		return false;
+	rl_redis_reached = true;
+	return true;
 }
 
 /* Does c speak TLS? rediss:// for Redis servers, sentinel_tls for sentinels. */

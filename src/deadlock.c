@@ -234,6 +234,16 @@ hgetall_request(Request *r, const char *owner)
 	add_arg(r, r->key);
 }
 
+/* The fields of a read-write lock's hash: who holds it, and how. */
+static void
+lock_fields_request(Request *r, const char *name)
+{
+	memset(r, 0, sizeof(*r));
+	r->key = name;
+	add_arg(r, "HGETALL");
+	add_arg(r, name);
+}
+
 /* Our own edge, written whole (wait_edge.lua). */
 static void
 edge_request(Request *r, const RLWaitFor *wf)
@@ -465,15 +475,36 @@ still_waits(const char *owner, const char *started, const RLReply *edge,
 }
 
 /*
+ * How the next member of a cycle stands in the way of a wait for a read or
+ * write hold, from the lock's fields: it reads, it writes, it holds the name
+ * as an exclusive lock (no mode), or (a reader's wait) its waiting writer's
+ * mark keeps new readers out.
+ */
+static const char *
+rw_hold(const RLReply *fields, const char *owner)
+{
+	if (fields->type == REDIS_REPLY_ARRAY)
+	{
+		if (field(fields, psprintf("%s:write", owner)) != NULL)
+			return "held for write";
+		if (field(fields, owner) != NULL)
+			return field(fields, "mode") != NULL ? "held for read" : "held";
+	}
+	return "kept from new readers by the waiting writer";
+}
+
+/*
  * Reads the cycle again in one round trip: every member after us still in
  * the same wait, and every lock of the cycle still held by the next member.
+ * holds[i] says how the next member holds what member i waits for.
  */
 static bool
-cycle_confirmed(int k, WalkNode **cycle)
+cycle_confirmed(int k, WalkNode **cycle, const char **holds)
 {
-	Request    *reqs = palloc(sizeof(Request) * 3 * k);
-	RLReply   **replies = palloc(sizeof(RLReply *) * 3 * k);
+	Request    *reqs = palloc(sizeof(Request) * 4 * k);
+	RLReply   **replies = palloc(sizeof(RLReply *) * 4 * k);
 	int			n = 0;
+	int			rw = 3 * k - 2;
 
 	for (int i = 0; i < k; i++)
 		holders_request(&reqs[n++], cycle[i]->owner, cycle[i]->kind,
@@ -483,7 +514,13 @@ cycle_confirmed(int k, WalkNode **cycle)
 		hgetall_request(&reqs[n++], cycle[i]->owner);
 		pttl_request(&reqs[n++], cycle[i]->owner);
 	}
+	for (int i = 0; i < k; i++)
+		if (cycle[i]->kind == RL_KIND_READ || cycle[i]->kind == RL_KIND_WRITE)
+			lock_fields_request(&reqs[n++], cycle[(i + 1) % k]->via);
 	run_or_raise(n, reqs, replies);
+	for (int i = 0; i < k; i++)
+		holds[i] = cycle[i]->kind == RL_KIND_READ || cycle[i]->kind == RL_KIND_WRITE ?
+			rw_hold(replies[rw++], cycle[(i + 1) % k]->owner) : "held";
 	for (int i = 0; i < k; i++)
 	{
 		if (!holders_ok(replies[i]))
@@ -509,10 +546,10 @@ cycle_confirmed(int k, WalkNode **cycle)
 
 /* Raises 40P01 for the cycle, us first. */
 pg_noreturn static void
-report_cycle(int k, WalkNode **cycle);
+report_cycle(int k, WalkNode **cycle, const char **holds);
 
 static void
-report_cycle(int k, WalkNode **cycle)
+report_cycle(int k, WalkNode **cycle, const char **holds)
 {
 	StringInfoData d;
 
@@ -526,9 +563,9 @@ report_cycle(int k, WalkNode **cycle)
 							 cycle[0]->pid, cycle[0]->server);
 		else
 			appendStringInfoString(&d, ", which waits for ");
-		appendStringInfo(&d, "%s \"%s\" held by session %d",
+		appendStringInfo(&d, "%s \"%s\" %s by session %d",
 						 rl_primitive(cycle[i]->kind)->noun, next->via,
-						 next->pid);
+						 holds[i], next->pid);
 		if (i + 1 < k)
 			appendStringInfo(&d, " on server \"%s\"", next->server);
 	}
@@ -623,6 +660,7 @@ walk(const RLWaitFor *wf)
 				if (strcmp(holder, me) == 0)
 				{
 					WalkNode   *path[WALK_MAX_DEPTH + 1];
+					const char *holds[WALK_MAX_DEPTH + 1];
 					int			k = 0;
 
 					/* the path from us to the closing waiter, then us */
@@ -636,8 +674,8 @@ walk(const RLWaitFor *wf)
 						path[k - 1 - i] = t;
 					}
 					nodes[0].via = nodes[of_node[q]].names[of_name[q]];
-					if (cycle_confirmed(k, path))
-						report_cycle(k, path);
+					if (cycle_confirmed(k, path, holds))
+						report_cycle(k, path, holds);
 					continue;
 				}
 				if (owner_cmp(holder, me) > 0)

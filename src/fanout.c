@@ -187,7 +187,14 @@ rl_redlock_no_majority(void)
 {
 	StringInfoData buf;
 	int			nok = 0;
+	RLMode		mode;
+	const RLNode *nodes;
+	int			n;
+	const char *problem;
 
+	/* no masters at all: the settings name none we can use, say why */
+	if (!rl_config(&mode, &nodes, &n, &problem))
+		return rl_fail_config(&rl_cmd_conn);
 	initStringInfo(&buf);
 	for (int i = 0; i < nredlock; i++)
 	{

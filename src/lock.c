@@ -163,10 +163,13 @@ replica_wait_ms(void)
  * very write, on the master that made it (sent on their own, a WAIT retried
  * on a new connection after a failover would count replicas of nothing);
  * *wait gets its reply, else NULL. Returns the script's reply, which may
- * be an error reply; raises when Redis could not be reached.
+ * be an error reply; raises when Redis could not be reached. The n locks
+ * it acquires, marked dirty by the caller, are clean again when it cannot
+ * have reached Redis (unusable settings, or no server ever connected to):
+ * there is nothing to settle, at exit or later.
  */
 RLReply *
-rl_run_acquisition(const RLEval *e, RLReply **wait)
+rl_run_acquisition(const RLEval *e, RLReply **wait, int n, LocalLock **locks)
 {
 	RLReply    *replies[2] = {NULL, NULL};
 	bool		ok;
@@ -188,6 +191,9 @@ rl_run_acquisition(const RLEval *e, RLReply **wait)
 	if (!ok)
 	{
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		if (rl_cmd_conn.failure == RLF_CONFIG || !rl_redis_reached)
+			for (int i = 0; i < n; i++)
+				rl_set_flags(locks[i], false, locks[i]->queued);
 		rl_report(&rl_cmd_conn, ERROR);
 	}
 	*wait = replies[1];
@@ -301,7 +307,7 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 	rl_mark_dirty(ll);
 	memset(out, 0, sizeof(*out));
 	out->sent = GetCurrentTimestamp();
-	r = rl_run_acquisition(&e, &out->wait);
+	r = rl_run_acquisition(&e, &out->wait, 1, &ll);
 	rl_set_flags(ll, false, ll->queued);	/* Redis answered */
 	if (r->type == REDIS_REPLY_ERROR)
 	{
@@ -619,13 +625,20 @@ renewed_here(void)
 void
 rl_check_acquire(const RLAcquireRequest *req)
 {
+	/* A semaphore has no lease argument: only preloading helps it. */
 	if (req->lease_ms == 0 && (!rl_registry_attached() || !IsUnderPostmaster))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("a Redis lock without a lease needs the redislock watchdog"),
+				 req->kind == RL_KIND_SEMAPHORE ?
+				 errmsg("a Redis semaphore needs the redislock watchdog") :
+				 errmsg("a %s without a lease needs the redislock watchdog",
+						rl_primitive(req->kind)->noun),
 				 !rl_registry_attached() ?
 				 errdetail("Nothing would renew the lease: redislock is not in shared_preload_libraries.") :
 				 errdetail("Nothing would renew the lease: background workers do not run in single-user mode."),
+				 req->kind == RL_KIND_SEMAPHORE ?
+				 (!rl_registry_attached() ?
+				  errhint("Add redislock to shared_preload_libraries and restart.") : 0) :
 				 !rl_registry_attached() ?
 				 errhint("Add redislock to shared_preload_libraries and restart, or pass a fixed lease.") :
 				 errhint("Pass a fixed lease.")));

@@ -203,7 +203,8 @@ extern RLReply *rl_eval_one(const RLEval *e, RLOp op,
 							const char *name, LocalLock *pending);
 extern void rl_check_redlock(const RLPrimitive *prim);
 extern void rl_check_acquire(const RLAcquireRequest *req);
-extern RLReply *rl_run_acquisition(const RLEval *e, RLReply **wait);
+extern RLReply *rl_run_acquisition(const RLEval *e, RLReply **wait,
+									int n, LocalLock **locks);
 pg_noreturn extern void rl_replicas_unconfirmed(const RLReply *r, const char *name,
 												bool given_back);
 extern void rl_lost_by_answer(LocalLock *ll);

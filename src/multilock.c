@@ -60,7 +60,7 @@ attempt_all(void *arg, Attempt *a)
 		rl_mark_dirty(m->locks[i]);
 	}
 	sent = GetCurrentTimestamp();
-	r = rl_run_acquisition(&e, &wait);
+	r = rl_run_acquisition(&e, &wait, m->n, m->locks);
 
 	/* Redis answered: the outcome is known, whatever it is */
 	for (int i = 0; i < m->n; i++)

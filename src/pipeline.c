@@ -82,7 +82,7 @@ flight_start(Flight *f, RLBatch *b, TimestampTz connect_until)
 		rl_load_server();
 		if (!rl_server_ok)
 		{
-			rl_fail(c, RLF_CONFIG, "%s", rl_server_problem);
+			rl_fail_config(c);
 			f->state = FLIGHT_DONE;
 			return;
 		}
@@ -157,6 +157,7 @@ flight_step(Flight *f)
 				flight_fail(f);
 				return;
 			}
+			rl_redis_reached = true;	/* the commands follow the setup */
 			f->state = FLIGHT_HANDSHAKE;
 			/* FALLTHROUGH */
 		case FLIGHT_HANDSHAKE:

@@ -52,6 +52,18 @@ rl_fail(RLConn *c, RLFailure failure, const char *fmt,...)
 	return false;
 }
 
+/*
+ * c cannot be used because of the settings: rl_server_problem says what is
+ * wrong with them (the message), rl_server_hint what to do.
+ */
+bool
+rl_fail_config(RLConn *c)
+{
+	rl_fail(c, RLF_CONFIG, "%s", rl_server_problem);
+	c->errhint = rl_server_hint;
+	return false;
+}
+
 /* rl_fail() naming another server than c's own (a cluster, the masters). */
 bool
 rl_fail_on(RLConn *c, RLFailure failure, const char *server, const char *fmt,...)
@@ -69,11 +81,12 @@ rl_fail_on(RLConn *c, RLFailure failure, const char *server, const char *fmt,...
 
 /*
  * The primary message of each failure: fixed per kind, naming the server;
- * the reason goes to the detail.
+ * the reason goes to the detail. A configuration problem is the message
+ * itself (see failure_headline).
  */
 static const char *const failure_message[] = {
 	[RLF_NONE] = "request to Redis server \"%s\" failed",
-	[RLF_CONFIG] = "redislock is not configured",
+	[RLF_CONFIG] = "%s",
 	[RLF_CONNECT] = "could not connect to Redis server \"%s\"",
 	[RLF_SETUP] = "could not connect to Redis server \"%s\"",
 	[RLF_TIMEOUT] = "Redis server \"%s\" did not answer within redislock.command_timeout",
@@ -104,13 +117,27 @@ failure_sqlstate(RLFailure failure)
 	}
 }
 
+/*
+ * What the message of c's failure says, and whether errdetail is still to
+ * be told: a configuration problem (a password file others may read, two
+ * modes set) is itself the message, for it names what is wrong.
+ */
+static char *
+failure_headline(const RLConn *c, bool *detail_left)
+{
+	*detail_left = c->failure != RLF_CONFIG && c->errdetail[0] != '\0';
+	return psprintf(failure_message[c->failure],
+					c->failure == RLF_CONFIG ? c->errdetail : c->errserver);
+}
+
 /* The failure of c as one line, "message: detail", to quote elsewhere. */
 char *
 rl_failure_text(const RLConn *c)
 {
-	char	   *msg = psprintf(failure_message[c->failure], c->errserver);
+	bool		detail_left;
+	char	   *msg = failure_headline(c, &detail_left);
 
-	return c->errdetail[0] != '\0' ? psprintf("%s: %s", msg, c->errdetail) : msg;
+	return detail_left ? psprintf("%s: %s", msg, c->errdetail) : msg;
 }
 
 /* Raises (or logs) the failure recorded on c. */
@@ -118,15 +145,15 @@ void
 rl_report(RLConn *c, int elevel)
 {
 	const char *hint = c->errhint;
+	bool		detail_left;
+	char	   *msg = failure_headline(c, &detail_left);
 
 	if (hint == NULL && c->failure == RLF_SETUP)
 		hint = "Check redislock.url and redislock.password.";
-	if (hint == NULL && c->failure == RLF_CONFIG)
-		hint = "Set redislock.url, e.g. 'redis://127.0.0.1:6379', in postgresql.conf.";
 	ereport(elevel,
 			(errcode(failure_sqlstate(c->failure)),
-			 errmsg(failure_message[c->failure], c->errserver),
-			 c->errdetail[0] != '\0' ? errdetail_internal("%s", c->errdetail) : 0,
+			 errmsg_internal("%s", msg),
+			 detail_left ? errdetail_internal("%s", c->errdetail) : 0,
 			 hint != NULL ? errhint("%s", hint) : 0));
 }
 

@@ -304,7 +304,7 @@ refresh_map(void)
 	TimestampTz until = rl_command_deadline();
 
 	if (!rl_config(&mode, &seeds, &nseeds, &problem))
-		return rl_fail_on(&rl_cmd_conn, RLF_CONFIG, rl_server_desc(), "%s", problem);
+		return rl_fail_config(&rl_cmd_conn);
 	cluster_check_settings();
 	for (int k = 0; k < nseeds; k++)
 		(void) cluster_node(seeds[k].host, seeds[k].port);
@@ -359,8 +359,12 @@ refresh_map(void)
 		return true;
 	}
 	if (rl_cmd_conn.failure == RLF_NONE)
-		return rl_fail_on(&rl_cmd_conn, RLF_CONFIG, rl_server_desc(),
-						  "redislock.cluster_nodes names no node");
+	{
+		rl_fail_on(&rl_cmd_conn, RLF_CONFIG, rl_server_desc(),
+				   "redislock.cluster_nodes names no node");
+		rl_cmd_conn.errhint = "Name the host:port of one or more nodes of the cluster.";
+		return false;
+	}
 	return rl_fail_on(&rl_cmd_conn, rl_cmd_conn.failure, rl_server_desc(),
 					  "No node of the Redis cluster answered; the last: %s",
 					  rl_failure_text(&rl_cmd_conn));

@@ -314,10 +314,11 @@ rl_show_url(void)
 /*
  * Is the open password file one we may use? As with libpq's passfile, it
  * must be a regular file that no one but the server's user may read or
- * write. Else says why in problem.
+ * write. Else says why in problem, and what to do in *hint.
  */
 static bool
-password_file_usable(int fd, const char *path, char *problem, size_t problem_size)
+password_file_usable(int fd, const char *path, char *problem, size_t problem_size,
+					 const char **hint)
 {
 	struct stat st;
 
@@ -325,16 +326,25 @@ password_file_usable(int fd, const char *path, char *problem, size_t problem_siz
 		snprintf(problem, problem_size, "could not stat redislock.password_file \"%s\": %s",
 				 path, strerror(errno));
 	else if (!S_ISREG(st.st_mode))
+	{
 		snprintf(problem, problem_size, "redislock.password_file \"%s\" is not a regular file",
 				 path);
+		*hint = "Name a regular file (a symbolic link to one will do) whose first line is the password.";
+	}
 	else if (st.st_uid != geteuid())
+	{
 		snprintf(problem, problem_size,
 				 "redislock.password_file \"%s\" must be owned by the user the server runs as",
 				 path);
+		*hint = "Give the file to the server's operating system user (chown).";
+	}
 	else if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
 		snprintf(problem, problem_size,
 				 "redislock.password_file \"%s\" has group or world access; permissions should be u=rw (0600) or less",
 				 path);
+		*hint = "Take the group's and others' access away: chmod 0600 on the file.";
+	}
 	else
 		return true;
 	return false;
@@ -343,7 +353,7 @@ password_file_usable(int fd, const char *path, char *problem, size_t problem_siz
 /* Reads the file's first line, without its line end, into buf. */
 static bool
 read_first_line(int fd, const char *path, char *buf, size_t size,
-				char *problem, size_t problem_size)
+				char *problem, size_t problem_size, const char **hint)
 {
 	ssize_t		n;
 	size_t		len = 0;
@@ -360,12 +370,18 @@ read_first_line(int fd, const char *path, char *buf, size_t size,
 	while (len < (size_t) n && buf[len] != '\n' && buf[len] != '\r')
 		len++;
 	if (len == size)
+	{
 		snprintf(problem, problem_size,
 				 "the first line of redislock.password_file \"%s\" is longer than %zu bytes",
 				 path, size - 1);
+		*hint = "Give the Redis user a shorter password.";
+	}
 	else if (len == 0)
+	{
 		snprintf(problem, problem_size,
 				 "the first line of redislock.password_file \"%s\" is empty", path);
+		*hint = "Write the password on the file's first line.";
+	}
 	else
 	{
 		buf[len] = '\0';
@@ -378,10 +394,11 @@ read_first_line(int fd, const char *path, char *buf, size_t size,
  * Reads the Redis password from redislock.password_file: its first line.
  * Never throws, for connections are also set up where an error must not
  * escape; on failure fills problem (never with the file's contents) and
- * leaves buf empty.
+ * *hint (what to do about it, or NULL) and leaves buf empty.
  */
 bool
-rl_read_password_file(char *buf, size_t size, char *problem, size_t problem_size)
+rl_read_password_file(char *buf, size_t size, char *problem, size_t problem_size,
+					  const char **hint)
 {
 	const char *path = rl_password_file;
 	int			fd;
@@ -392,11 +409,13 @@ rl_read_password_file(char *buf, size_t size, char *problem, size_t problem_size
 	{
 		snprintf(problem, problem_size, "could not open redislock.password_file \"%s\": %s",
 				 path, strerror(errno));
+		*hint = "Create the file, readable by the server's user only, or set redislock.password_file to the one that exists.";
 		buf[0] = '\0';
 		return false;
 	}
-	ok = password_file_usable(fd, path, problem, problem_size) &&
-		read_first_line(fd, path, buf, size, problem, problem_size);
+	*hint = NULL;
+	ok = password_file_usable(fd, path, problem, problem_size, hint) &&
+		read_first_line(fd, path, buf, size, problem, problem_size, hint);
 	close(fd);
 	if (!ok)
 		memset(buf, 0, size);

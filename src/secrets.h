@@ -13,7 +13,8 @@ extern const char *rl_show_sentinel_password(void);
 extern const char *rl_show_url(void);
 
 extern bool rl_read_password_file(char *buf, size_t size,
-								  char *problem, size_t problem_size);
+								  char *problem, size_t problem_size,
+								  const char **hint);
 
 /* Installs the log hook that redacts secrets from messages. */
 extern void rl_secrets_init(void);

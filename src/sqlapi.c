@@ -135,18 +135,35 @@ rl_lease_arg(FunctionCallInfo fcinfo, int argno)
  * reliably that a pooler is in front (the pooler passes the client's
  * application_name on), so the user says so with the setting.
  */
+static bool
+warn_session_locks(bool acquired, RLScope scope, int n, const char **names,
+				   const char *xact_function)
+{
+	StringInfoData list;
+
+	if (!acquired || scope != RL_SCOPE_SESSION || !rl_warn_session_locks)
+		return acquired;
+	/* a multi-lock is named by its lock names, as its holds are */
+	initStringInfo(&list);
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&list, "%s\"%s\"", i > 0 ? ", " : "", names[i]);
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 n == 1 ?
+			 errmsg("session-scope lock %s belongs to this server connection", list.data) :
+			 errmsg("session-scope locks %s belong to this server connection", list.data),
+			 errdetail("Behind a transaction pooler, other clients may run on this connection after this transaction and hold the lock too (redislock.warn_session_locks is on)."),
+			 errhint("Use %s(), which releases the lock at COMMIT or ROLLBACK.",
+					 xact_function)));
+	pfree(list.data);
+	return acquired;
+}
+
 bool
 rl_warn_session_lock(bool acquired, RLScope scope, const char *name,
 				  const char *xact_function)
 {
-	if (acquired && scope == RL_SCOPE_SESSION && rl_warn_session_locks)
-		ereport(WARNING,
-				(errcode(ERRCODE_WARNING),
-				 errmsg("session-scope lock \"%s\" belongs to this server connection", name),
-				 errdetail("Behind a transaction pooler, other clients may run on this connection after this transaction and hold the lock too (redislock.warn_session_locks is on)."),
-				 errhint("Use %s(), which releases the lock at COMMIT or ROLLBACK.",
-						 xact_function)));
-	return acquired;
+	return warn_session_locks(acquired, scope, 1, &name, xact_function);
 }
 
 static Datum
@@ -335,9 +352,9 @@ acquire_all(FunctionCallInfo fcinfo, RLScope scope)
 	req.wait_ms = rl_wait_arg(fcinfo, 1);
 	req.lease_ms = rl_lease_arg(fcinfo, 2);
 	req.fair = false;
-	PG_RETURN_BOOL(rl_warn_session_lock(rl_lock_acquire_all(&req, n, names),
-									 scope, req.name,
-									 "redis_xact_lock_acquire_all"));
+	PG_RETURN_BOOL(warn_session_locks(rl_lock_acquire_all(&req, n, names),
+									  scope, n, names,
+									  "redis_xact_lock_acquire_all"));
 }
 
 Datum

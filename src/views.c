@@ -36,7 +36,9 @@ require_preload(void)
 	if (!rl_registry_attached())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("redislock must be loaded via shared_preload_libraries")));
+				 errmsg("redislock must be loaded via shared_preload_libraries"),
+				 errdetail("The views and redis_lock_blocking_pids() read the shared lock table, which exists only then."),
+				 errhint("Add redislock to shared_preload_libraries and restart.")));
 }
 
 static Datum

@@ -12,7 +12,7 @@
 #   that skips itself (pg_cron missing, say) counts as neither: the summary
 #   says "run-all: SKIPPED K TAP file(s)" and names each with its reason.  The static
 #   checks (tools/check-guc-init.pl, tools/check-meta.py,
-#   tools/check-doc-links.py) run in every mode.
+#   tools/check-doc-links.py, tools/check-docs.py) run in every mode.
 #   Last comes the fault suite, test/faults/run.sh (faults, partitions,
 #   bad input, valgrind).
 #
@@ -241,8 +241,11 @@ fi
 
 # --- 3. work dir owned by the server user ------------------------------------
 WORK=$(mktemp -d /tmp/redislock-test.XXXXXX)
-for d in sql lua test docs contrib; do    # docs, contrib: tests 405, 437, 440, 441
+for d in sql lua test docs contrib; do    # docs, contrib: tests 405, 437, 440, 441, 445
     [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$WORK/"
+done
+for f in README.md; do                    # test 445
+    [ -f "$ROOT/$f" ] && cp "$ROOT/$f" "$WORK/"
 done
 for f in Makefile redislock.control; do    # for "make installcheck"
     [ -f "$ROOT/$f" ] && cp "$ROOT/$f" "$WORK/"
@@ -493,7 +496,9 @@ run_faults() {
 # META.json is valid PGXN metadata and its version is redislock.control's
 # (tools/check-meta.py, Debian's python3 and python3-jsonschema).  The links
 # of README.md and docs/ name files and headings that exist
-# (tools/check-doc-links.py).
+# (tools/check-doc-links.py).  The ACL of docs/security.md grants what
+# lua/*.lua runs, and the Errors table of docs/sql-reference.md has every
+# SQLSTATE src/*.c raises (tools/check-docs.py).
 run_static_checks() {
     log "static check: tools/check-guc-init.pl"
     if perl "$ROOT/tools/check-guc-init.pl" "$ROOT"/src/*.c; then
@@ -516,6 +521,12 @@ run_static_checks() {
         PASSED=$((PASSED + 1))
     else
         FAILED=$((FAILED + 1)); FAILED_NAMES+=("check-doc-links")
+    fi
+    log "static check: tools/check-docs.py"
+    if python3 "$ROOT/tools/check-docs.py" "$ROOT" "$("$PG_CONFIG" --includedir-server)/utils/errcodes.h"; then
+        PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("check-docs")
     fi
 }
 

@@ -202,6 +202,7 @@ trap demo_cleanup EXIT
 
 # Observable states the demo waits for (all polled with a bound).
 lock_in_redis() { [ "$("$REDIS_CLI" -p "$RPORT" EXISTS "$LOCK")" = 1 ]; }
+lock_gone() { [ "$("$REDIS_CLI" -p "$RPORT" EXISTS "$LOCK")" = 0 ]; }
 b_waits() {
     [ "$(psql_ -At -c "SELECT count(*) FROM pg_stat_activity
                         WHERE application_name = 'sandbox-B' AND wait_event_type = 'Extension'")" = 1 ]
@@ -249,15 +250,23 @@ wait_for 35 "B to return" gone "$B_PID"
 wait "$B_PID" || true
 B_PID=
 echo "B> returned $(cat "$DIR/b.out")  ($(( $(now_ms) - t0 )) ms after A's release was sent; polled every 100 ms)"
+# B's psql ended with its statement, and the session's end releases its hold
+wait_for 20 "B's session end to release its hold" lock_gone
+echo "\$ $REDIS_CLI EXISTS $LOCK      -- B's session has ended, which released B's hold"
+"$REDIS_CLI" -p "$RPORT" EXISTS "$LOCK"
 
 # --- DEMO 5: a Java service, SQL sessions and a pg_cron job on one lock -----------
 # Each of them, turn after turn: wait for the lock, work under it for 2 s, let
 # it go, pause about 1 s. Each logs when it started waiting, took the lock and
 # let it go (said while still holding it, so a logged hold never outlasts the
 # real one); the demo merges the logs into who held the lock when.
+# job_waits: true when the pg_cron job waits for the lock; what the view
+# showed then is in WAITS (one query, so that what is shown is what was seen)
 job_waits() {
-    [ "$(psql_ -At -c "SELECT count(*) FROM redis_lock_waits w JOIN pg_stat_activity a USING (pid)
-                        WHERE w.name = '$LOCK' AND a.application_name = 'pg_cron'")" = 1 ]
+    WAITS=$(psql_ -c "SELECT w.pid, a.application_name, w.name, w.holders, w.holder_pids
+                        FROM redis_lock_waits w JOIN pg_stat_activity a USING (pid)
+                       WHERE w.name = '$LOCK'")
+    grep -q '| pg_cron ' <<< "$WAITS"
 }
 job_ended() {
     [ "$(psql_ -At -c "SELECT count(*) FROM cron.job_run_details WHERE jobid = $JOBID
@@ -330,8 +339,7 @@ shown=0
 until turns_done; do
     if [ "$CRON" = 1 ] && [ "$shown" = 0 ] && job_waits; then
         echo "redis_lock_waits while the pg_cron job waits (holders: the Java service's or a SQL session's owner id):"
-        psql_ -c "SELECT w.pid, a.application_name, w.name, w.holders, w.holder_pids
-                    FROM redis_lock_waits w JOIN pg_stat_activity a USING (pid)"
+        echo "$WAITS"
         shown=1
     fi
     if [ "$(date +%s)" -ge "$deadline" ] || gone "$JAVA_PID" || gone "$SQL_LOOP_PID"; then
@@ -416,8 +424,6 @@ wait "$A_PID" || true
 A_PID=
 echo "A's session printed:"
 sed 's/^/   /' "$DIR/a.out"
-echo "\$ $REDIS_CLI EXISTS $LOCK      -- B's session has ended, which released B's hold"
-"$REDIS_CLI" -p "$RPORT" EXISTS "$LOCK"
 
 if [ "$(cat "$DIR/b.out")" != t ]; then
     echo "sandbox: DEMO FAILED: B should have got the lock (t)" >&2

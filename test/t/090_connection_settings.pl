@@ -119,4 +119,76 @@ unlike(($v2 // '') . ($e2 // ''), qr/hunter2|locker/, '... nor see it in the ref
 	}
 }
 
+# Settings that cannot work together, or at all: the message names what is
+# wrong, the hint what to do about it (not "redislock is not configured",
+# not "Set redislock.url" when it is set), SQLSTATE 22023.
+{
+	my $su = RedisLockTest::Session->new($node);
+	my $url = "redis://127.0.0.1:$port";
+	my @bad = (
+		[ 'sentinels and cluster_nodes',
+		  { sentinels => "127.0.0.1:$port", cluster_nodes => "127.0.0.1:$port" },
+		  qr/only one of redislock\.sentinels, redislock\.cluster_nodes and redislock\.redlock_nodes may be set/,
+		  qr/Set the one that describes the deployment and leave the others empty\./ ],
+		[ 'cluster_nodes and redlock_nodes',
+		  { cluster_nodes => "127.0.0.1:$port", redlock_nodes => "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3" },
+		  qr/only one of redislock\.sentinels, redislock\.cluster_nodes and redislock\.redlock_nodes may be set/,
+		  qr/Set the one that describes the deployment/ ],
+		[ 'two Redlock masters', { redlock_nodes => "127.0.0.1:1,127.0.0.1:2" },
+		  qr/redislock\.redlock_nodes must name at least 3 independent masters/,
+		  qr/Name 3 or more/ ],
+		[ 'a cluster with database 3', { url => "$url/3", cluster_nodes => "127.0.0.1:$port" },
+		  qr/a Redis Cluster has only database 0/, qr/Leave the database out of redislock\.url/ ],
+		[ 'no URL', { url => '' },
+		  qr/redislock\.url is not set/, qr/Set redislock\.url, e\.g\. 'redis:\/\/127\.0\.0\.1:6379'/ ],
+	);
+	for my $t (@bad)
+	{
+		my ($what, $set, $msg, $hint) = @$t;
+		$su->query("SET redislock.$_ = '$set->{$_}'") for sort keys %$set;
+		my (undef, $err, $state) = $su->try("SELECT redis_lock_acquire('cfg:bad', '0', '1 min')");
+		is($state, '22023', "$what: 22023");
+		like($err // '', qr/^ERROR:  $msg/, "$what: the message says what is wrong") or diag($err);
+		like($err // '', qr/\nHINT:  $hint/, "$what: the hint says what to do") or diag($err);
+		unlike($err // '', qr/not configured/, "$what: not 'redislock is not configured'");
+		$su->query("RESET redislock.$_") for sort keys %$set;
+	}
+	$su->query("SET redislock.url = '$url'");
+	is($su->query("SELECT redis_lock_acquire('cfg:good', '0', '1 min') AND redis_lock_release('cfg:good')"), 't',
+		'with usable settings, the same session takes a lock again');
+	$su->close;
+}
+
+# Sessions that never held anything say nothing at exit, whatever went wrong
+# with their Redis settings: [what, user, statements].
+{
+	my $url = "redis://127.0.0.1:$port";
+	my $dead = 'redis://127.0.0.1:' . RedisLockTest::free_port();
+	for my $t (
+		[ 'its own redislock.url refused (not a superuser)', 'plain',
+		  [ "SET redislock.url = '$dead'", "SELECT redis_lock_acquire('ex:a', '0', '1 min')" ] ],
+		[ 'its own redislock.url unreachable', undef,
+		  [ "SET redislock.url = '$dead'", "SELECT redis_lock_acquire('ex:b', '0', '1 min')" ] ],
+		[ 'two modes set', undef,
+		  [ "SET redislock.sentinels = '127.0.0.1:$port'", "SET redislock.cluster_nodes = '127.0.0.1:$port'",
+		    "SELECT redis_lock_acquire('ex:c', '0', '1 min')" ] ],
+		[ 'a transaction lock refused', undef,
+		  [ "SET redislock.url = '$dead'", "BEGIN", "SELECT redis_xact_lock_acquire('ex:d', '0', '1 min')", "ROLLBACK" ] ])
+	{
+		my ($what, $user, $sqls) = @$t;
+		my $offset = -s $node->logfile;
+		my $x = RedisLockTest::Session->new($node, defined $user ? (user => $user) : (), application_name => 'exit_quiet');
+		my $pid = $x->pid;
+		my @errs = grep { defined } map { ($x->try($_))[1] } @$sqls;
+		ok(@errs > 0, "$what: the session got an error") or next;
+		$x->close;
+		ok(RedisLockTest::wait_until(30, 'the session ended', sub {
+			$s->query("SELECT count(*) FROM pg_stat_activity WHERE pid = $pid") == 0 }),
+			"$what: the session ends");
+		my $log = substr(slurp($node->logfile), $offset);
+		unlike($log, qr/\[$pid\][^\n]*WARNING:  could not release the Redis locks of this session/,
+			"$what: no WARNING about releasing locks it never held at exit");
+	}
+}
+
 done_testing();

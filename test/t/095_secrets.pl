@@ -203,35 +203,34 @@ is($state, '08001', 'redislock.password takes precedence over the file');
 $s->close;
 ok(reconfigure('redislock.password' => ''), 'redislock.password cleared again');
 
-chmod 0644, $pwfile or die;
-$s = RedisLockTest::Session->new($node);
-(undef, $err, $state) = $s->try("SELECT redis_lock_acquire('pf:0644', '0')");
-is($state, '22023', 'a password file readable by others is refused (22023)');
-like($err // '', qr/redislock\.password_file "\Q$pwfile\E" has group or world access/,
-	'... saying so') or diag($err);
-like($err // '', qr/u=rw \(0600\) or less/, '... and which permissions it needs');
-$s->close;
-
-chmod 0640, $pwfile or die;
-$s = RedisLockTest::Session->new($node);
-(undef, $err) = $s->try("SELECT redis_lock_acquire('pf:0640', '0')");
-like($err // '', qr/has group or world access/, 'a password file readable by the group is refused');
-$s->close;
-
-chmod 0600, $pwfile or die;
-ok(reconfigure('redislock.password_file' => $dir), 'redislock.password_file names a directory');
-$s = RedisLockTest::Session->new($node);
-(undef, $err) = $s->try("SELECT redis_lock_acquire('pf:dir', '0')");
-like($err // '', qr/redislock\.password_file "\Q$dir\E" is not a regular file/,
-	'a directory is refused');
-$s->close;
-
-ok(reconfigure('redislock.password_file' => "$dir/missing"), 'redislock.password_file names no file');
-$s = RedisLockTest::Session->new($node);
-(undef, $err) = $s->try("SELECT redis_lock_acquire('pf:missing', '0')");
-like($err // '', qr/could not open redislock\.password_file "\Q$dir\E\/missing": No such file/,
-	'a missing file is reported');
-$s->close;
+# A file that cannot be used: SQLSTATE 22023, the message says what is wrong
+# with it (not "redislock is not configured"), the hint what to do (not "Set
+# redislock.url", which is set). [what, set-up, message, hint]
+my $empty = "$dir/empty.pw";
+write_file($empty, "\n", 0600);
+for my $t (
+	[ 'readable by others (0644)', sub { chmod 0644, $pwfile or die },
+	  qr/redislock\.password_file "\Q$pwfile\E" has group or world access; permissions should be u=rw \(0600\) or less/,
+	  qr/chmod 0600/ ],
+	[ 'readable by the group (0640)', sub { chmod 0640, $pwfile or die },
+	  qr/redislock\.password_file "\Q$pwfile\E" has group or world access/, qr/chmod 0600/ ],
+	[ 'a directory', sub { chmod 0600, $pwfile or die; reconfigure('redislock.password_file' => $dir) },
+	  qr/redislock\.password_file "\Q$dir\E" is not a regular file/, qr/Name a regular file/ ],
+	[ 'no such file', sub { reconfigure('redislock.password_file' => "$dir/missing") },
+	  qr/could not open redislock\.password_file "\Q$dir\E\/missing": No such file/, qr/Create the file/ ],
+	[ 'an empty first line', sub { reconfigure('redislock.password_file' => $empty) },
+	  qr/the first line of redislock\.password_file "\Q$empty\E" is empty/, qr/Write the password on the file's first line/ ])
+{
+	my ($what, $setup, $msg, $hint) = @$t;
+	$setup->();
+	$s = RedisLockTest::Session->new($node);
+	(undef, $err, $state) = $s->try("SELECT redis_lock_acquire('pf:bad', '0')");
+	is($state, '22023', "password file $what: refused (22023)");
+	like($err // '', qr/^ERROR:  $msg/, "password file $what: the message says what is wrong") or diag($err);
+	like($err // '', qr/\nHINT:  .*$hint/, "password file $what: the hint says what to do") or diag($err);
+	unlike($err // '', qr/not configured|Set redislock\.url/, "password file $what: no word of an unset redislock.url");
+	$s->close;
+}
 
 write_file($pwfile, "$redis_pw\r\nignored second line\n", 0600);
 ok(reconfigure('redislock.password_file' => $pwfile), 'back to the file');

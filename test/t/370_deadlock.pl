@@ -378,6 +378,35 @@ my $n3 = RedisLockTest::node('dl_three', $redis, 'preload' => 0);
 	$_->close for @s;
 }
 
+# --- read-write locks: the DETAIL says how each holder holds the lock ------------
+# Two readers that both upgrade wait for each other's read hold; two writers
+# that then read each other's lock wait for a write hold. Not "held by" (the
+# words of an exclusive lock) for a read hold.
+for my $t (
+	[ 'two upgraders', [ "SELECT redis_read_lock_acquire('dl:up')", "SELECT redis_read_lock_acquire('dl:up')" ],
+	  [ "SELECT redis_write_lock_acquire('dl:up', '30 s')", "SELECT redis_write_lock_acquire('dl:up', '30 s')" ],
+	  sub { my ($vl, $ol) = ('dl:up', 'dl:up'); (qq{Redis write lock "$vl" held for read}, qq{Redis write lock "$ol" held for read}) } ],
+	[ 'writers reading each other\'s lock',
+	  [ "SELECT redis_write_lock_acquire('dl:w1')", "SELECT redis_write_lock_acquire('dl:w2')" ],
+	  [ "SELECT redis_read_lock_acquire('dl:w2', '30 s')", "SELECT redis_read_lock_acquire('dl:w1', '30 s')" ],
+	  sub { my ($v) = @_; my @l = ('dl:w2', 'dl:w1'); (qq{Redis read lock "$l[$v]" held for write}, qq{Redis read lock "$l[1 - $v]" held for write}) } ])
+{
+	my ($what, $take, $wait, $words) = @$t;
+	my @s = (session($n1, '100ms'), session($n2, '100ms'));
+	is($s[$_]->query($take->[$_]), 't', "$what: session " . ($_ + 1) . ' takes its hold') for 0, 1;
+	my ($v, $val, $err, $state) = one_victim($what, \@s, $wait);
+	is($state, '40P01', "$what: the victim gets 40P01") or diag($err);
+	my ($vp, $op) = ($s[$v]->pid, $s[1 - $v]->pid);
+	my ($vw, $ow) = $words->($v);
+	like($err // '', qr/DETAIL:\s+Session $vp on server "\w+" waits for \Q$vw\E by session $op on server "\w+", which waits for \Q$ow\E by session $vp\./,
+		"$what: the DETAIL names the kind of each hold") or diag($err);
+	$s[$v]->query('SELECT redis_lock_release_all()');
+	my ($ov, $oerr) = outcome($s[1 - $v], 30);
+	is($ov, 't', "$what: the other session then gets its hold") or diag($oerr);
+	$s[1 - $v]->query('SELECT redis_lock_release_all()');
+	$_->close for @s;
+}
+
 no_crash_ok($n1, 'server one');
 no_crash_ok($n2, 'server two');
 no_crash_ok($n3, 'server three (not preloaded)');

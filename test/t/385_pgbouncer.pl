@@ -188,20 +188,24 @@ my $w = via('warned');
 is($w->query('SHOW redislock.warn_session_locks'), 'on', "PgBouncer's connect_query turned the warning on");
 $w->notices;
 
+# call => [the transaction-scope function the hint names, what the warning names]
 my %session = (
-	"redis_lock_acquire('pgb:warn', '0')"       => 'redis_xact_lock_acquire',
-	"redis_read_lock_acquire('pgb:warn:r', '0')" => 'redis_xact_read_lock_acquire',
-	"redis_write_lock_acquire('pgb:warn:w', '0')" => 'redis_xact_write_lock_acquire',
-	"redis_lock_acquire_all(ARRAY['pgb:warn:a', 'pgb:warn:b'], '0')" => 'redis_xact_lock_acquire_all',
+	"redis_lock_acquire('pgb:warn', '0')"       => [ 'redis_xact_lock_acquire', 'lock "pgb:warn" belongs' ],
+	"redis_read_lock_acquire('pgb:warn:r', '0')" => [ 'redis_xact_read_lock_acquire', 'lock "pgb:warn:r" belongs' ],
+	"redis_write_lock_acquire('pgb:warn:w', '0')" => [ 'redis_xact_write_lock_acquire', 'lock "pgb:warn:w" belongs' ],
+	# a multi-lock by its lock names, not as the array "{pgb:warn:a,pgb:warn:b}"
+	"redis_lock_acquire_all(ARRAY['pgb:warn:a', 'pgb:warn:b'], '0')" =>
+	  [ 'redis_xact_lock_acquire_all', 'locks "pgb:warn:a", "pgb:warn:b" belong' ],
 );
 for my $call (sort keys %session)
 {
+	my ($xact, $names) = @{ $session{$call} };
 	is($w->query("SELECT $call"), 't', "$call through PgBouncer");
 	my $n = join("\n", $w->notices);
-	like($n, qr/WARNING:  session-scope lock "[^"]+" belongs to this server connection/, '... warns')
+	like($n, qr/WARNING:  session-scope \Q$names\E to this server connection/, "... warns, naming $names")
 	  or diag("notices: $n");
-	like($n, qr/HINT:  Use \Q$session{$call}\E\(\), which releases the lock at COMMIT or ROLLBACK/,
-		"... and points to $session{$call}()");
+	like($n, qr/HINT:  Use \Q$xact\E\(\), which releases the lock at COMMIT or ROLLBACK/,
+		"... and points to $xact()");
 }
 is($w->query('SELECT redis_lock_release_all()'), 5, 'the warned session locks are released');
 $w->notices;
