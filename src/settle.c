@@ -113,8 +113,11 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 		}
 		before[i] = replies[i]->integer;
 		locks[i]->redis_holds = (int32) Min(before[i], keep[i]);
-		/* a hold we go on counting that Redis does not have is lost */
-		if (!quiet && keep[i] > 0 && before[i] == 0)
+		/*
+		 * A hold we go on counting that Redis does not have is lost, unless
+		 * a release whose reply never came explains it.
+		 */
+		if (!quiet && keep[i] > 0 && before[i] == 0 && !locks[i]->releasing)
 			rl_lost_by_answer(locks[i]);
 	}
 	return true;

@@ -36,8 +36,7 @@ sub conn_pings
 # --- certificates ---------------------------------------------------------------
 my $t0 = time();
 my $tls = RedisLockTest::TLS->new;
-my $took = time() - $t0;
-ok($took < 2, sprintf('certificates made in %.2fs', $took));
+ok(-s $tls->ca_file, sprintf('certificates made (in %.2fs)', time() - $t0));
 is(RedisLockTest::TLS->new, $tls, 'made once per test process');
 my @keys = map { $tls->$_ } qw(ca_key server_key wrongname_key untrusted_ca_key
   untrusted_server_key client_key badclient_key);

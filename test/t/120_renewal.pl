@@ -94,8 +94,8 @@ my $rc    = FakeRedisson::Conn->new(port => $redis->port);
 		sub { $rc->cmd('PTTL', 'fx') == -2 }, 30);
 	until_ok("redis_locks shows 'expired'", sub { lockrow($obs, 'fx')->{state} eq 'expired' }, 30);
 	is(lock_stats($obs)->{renewals}, $s0->{renewals}, 'no renewal happened (only a fixed lease held)');
-	is($a->query("SELECT redis_lock_fencing_token('fx') IS NOT NULL"), 't',
-		'(the session still thinks it holds it until it asks Redis)');
+	is($a->query("SELECT redis_lock_fencing_token('fx') IS NULL"), 't',
+		'its fencing token is NULL: the lease ran out, whatever Redis says');
 	$a->notices;
 	my ($v, $err) = $a->try("SELECT redis_lock_release('fx')");
 	is($v, 'f', 'release after expiry returns false') or diag($err);
