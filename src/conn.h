@@ -154,6 +154,8 @@ extern bool rl_exec(RLConn *c, int ncmds, const RLCommand *cmds,
 extern bool rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies);
 extern TimestampTz rl_command_deadline(void);
 extern void rl_limit_waits(int ms);
+extern TimestampTz rl_limit_waits_until(TimestampTz until);
+extern void rl_restore_wait_limit(TimestampTz old);
 extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
 extern RLReply *rl_reply_dup(const RLReply *r);
 extern bool rl_is_noscript(const RLReply *r);

@@ -70,6 +70,25 @@ rl_limit_waits(int ms)
 	wait_limit = ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms) : 0;
 }
 
+/*
+ * Holds what follows to until as well, within any limit already set;
+ * returns that limit, for rl_restore_wait_limit().
+ */
+TimestampTz
+rl_limit_waits_until(TimestampTz until)
+{
+	TimestampTz old = wait_limit;
+
+	wait_limit = old != 0 ? Min(old, until) : until;
+	return old;
+}
+
+void
+rl_restore_wait_limit(TimestampTz old)
+{
+	wait_limit = old;
+}
+
 TimestampTz
 rl_after_ms(int ms)
 {

@@ -346,8 +346,12 @@ rl_lost_by_answer(LocalLock *ll)
 	const RLPrimitive *prim = rl_primitive(ll->kind);
 	RLOnLost	done;
 
-	if (total_holds(ll) == 0 || ll->slot < 0 ||
-		!rl_registry_mark_lost(ll->slot, ll->generation, ll->epoch))
+	if (total_holds(ll) == 0 || ll->slot < 0)
+		return;
+	/* a fixed lease that ran out is over, as asked, not lost */
+	if (!ll->watchdog && !rl_registry_lease_alive(ll->slot, ll->generation))
+		return;
+	if (!rl_registry_mark_lost(ll->slot, ll->generation, ll->epoch))
 		return;
 	rl_stat_add(RL_STAT_LOST, 1);
 	ereport(WARNING,
@@ -444,6 +448,14 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	 */
 	bool		first = a->fresh || total_holds(ll) == 0;
 
+	/*
+	 * What Redis now keeps counts from this request, unless a read or write
+	 * hold's script kept a longer lease it had (it never shortens one):
+	 * then the lease as last confirmed still stands.
+	 */
+	TimestampTz renewed = first || ll->kind == RL_KIND_LOCK ||
+		lease_ms >= ll->lease_ms ? a->sent : 0;
+
 	if (first)
 	{
 		if (a->fresh && total_holds(ll) > 0)
@@ -475,7 +487,7 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	else
 		ll->session_holds += req->count;
 	ll->redis_holds = total_holds(ll);
-	rl_publish(ll, a->fresh, a->sent);
+	rl_publish(ll, a->fresh, renewed);
 	rl_stat_add(a->fresh ? RL_STAT_ACQUIRES : RL_STAT_REENTRIES, 1);
 }
 

@@ -672,12 +672,13 @@ rl_registry_renewed(int index, uint32 generation, uint32 epoch,
 	RLSlot	   *s = &shared->slots[index];
 
 	/*
-	 * An answer that comes after the lease ran out does not bring the hold
-	 * back: it was lost meanwhile, and the worker reports it.
+	 * Only a renewal sent before the lease ran out counts: Redis finding
+	 * our hold then proves it kept it all along (nothing else puts our
+	 * field back). One sent later does not bring the hold back.
 	 */
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (s->generation == generation && s->epoch == epoch &&
-		s->state == RL_SLOT_HELD && !rl_registry_lapsed(s, GetCurrentTimestamp()))
+		s->state == RL_SLOT_HELD && when < rl_registry_lapse_at(s))
 	{
 		s->kept_at = when;
 		if (full)

@@ -288,6 +288,12 @@ load_slots(int asked, const RLReply *r)
 	cluster_nodes_size = size;
 }
 
+/* The node whose slot map was loaded last: the first asked next time. */
+static int	map_source = 0;
+
+/* The least time a node gets to answer CLUSTER SLOTS. */
+#define MIN_NODE_SHARE_MS 200
+
 /*
  * Loads the slot map, asking the nodes we know and then the seeds of
  * redislock.cluster_nodes until one answers or command_timeout has passed. In the same round trip we learn
@@ -316,12 +322,27 @@ refresh_map(void)
 	rl_set_arg(&cmds[1], "INFO", 4);
 	rl_set_arg(&cmds[1], "SPUBLISH", 8);
 	rl_cmd_conn.failure = RLF_NONE;
-	for (int i = 0; i < ncluster_nodes && GetCurrentTimestamp() < until; i++)
+	for (int k = 0; k < ncluster_nodes && GetCurrentTimestamp() < until; k++)
 	{
+		/*
+		 * From the node that answered last, each node with its share of the
+		 * time: one that is stopped must not take all of it (the watchdog
+		 * would renew nothing while its leases run out).
+		 */
+		int			i = (map_source + k) % ncluster_nodes;
 		RLConn	   *c = cluster_nodes[i];
 		RLReply    *replies[2];
+		TimestampTz share;
+		TimestampTz old;
+		bool		ok;
 
-		if (!rl_exec(c, 2, cmds, replies))
+		share = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											Max(rl_command_timeout / ncluster_nodes,
+												MIN_NODE_SHARE_MS));
+		old = rl_limit_waits_until(Min(until, share));
+		ok = rl_exec(c, 2, cmds, replies);
+		rl_restore_wait_limit(old);
+		if (!ok)
 		{
 			failed_on(c);
 			continue;
@@ -351,6 +372,7 @@ refresh_map(void)
 			rl_cmd_conn.errhint = rl_refusal_hint(replies[1]->str);
 			return false;
 		}
+		map_source = i;
 		load_slots(i, replies[0]);
 		cluster_sharded = replies[1]->type == REDIS_REPLY_ARRAY &&
 			replies[1]->elements > 0 &&

@@ -45,6 +45,12 @@
 /* How long past the first lease to run out a renewal may still take. */
 #define LAPSE_SLACK_MS 100
 
+/* Holds whose leases run out sooner than this are renewed apart. */
+#define NEAR_LAPSE_MS 1000
+
+/* The first lapse the last cycle saw: what holds up its retained resends. */
+static TimestampTz next_lapse = DT_NOEND;
+
 /* Longest sleep with nothing due, so a lost latch wake-up costs little. */
 #define IDLE_MS 10000
 
@@ -149,6 +155,37 @@ renewal_period(const RLSlot *s, TimestampTz now, TimestampTz *since)
 		return 0;
 	*since = s->kept_at;
 	return period;
+}
+
+/* When the hold of a copy is lost by time, if its lease is the watchdog's. */
+static TimestampTz
+first_lapse_of(const RLSlotCopy *c)
+{
+	return c->slot.watchdog ? rl_registry_lapse_at(&c->slot) : DT_NOEND;
+}
+
+static int
+by_lapse(const void *a, const void *b)
+{
+	TimestampTz x = first_lapse_of(*(RLSlotCopy *const *) a);
+	TimestampTz y = first_lapse_of(*(RLSlotCopy *const *) b);
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* Holds the round trips that follow to lapse (DT_NOEND: no limit). */
+static void
+limit_to_lapse(TimestampTz lapse)
+{
+	int64		ms;
+
+	if (lapse == DT_NOEND)
+	{
+		rl_limit_waits(0);
+		return;
+	}
+	ms = Max((lapse - GetCurrentTimestamp()) / 1000, 0) + LAPSE_SLACK_MS;
+	rl_limit_waits((int) Min(ms, INT_MAX));
 }
 
 /*
@@ -302,7 +339,7 @@ static bool
 renew_batch(RLSlotCopy **items, int n)
 {
 	RLEval	   *evals = palloc0(sizeof(RLEval) * n);
-	RLReply   **replies = palloc(sizeof(RLReply *) * n);
+	RLReply   **replies = palloc0(sizeof(RLReply *) * n);
 	int		   *masters = palloc(sizeof(int) * n);
 	RLSlotCopy **partial = palloc(sizeof(RLSlotCopy *) * n);
 	int			npartial = 0;
@@ -322,6 +359,20 @@ renew_batch(RLSlotCopy **items, int n)
 	{
 		rl_stat_add(RL_STAT_RENEWAL_FAILURES, n);
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+
+		/*
+		 * Another node's failure (a cluster node down or migrating) must not
+		 * cost the holds whose renewal Redis did confirm: unrecorded, their
+		 * leases would run out here while Redis keeps renewing them. (With
+		 * Redlock no renewal counts without a majority's votes.)
+		 */
+		if (rl_mode() != RL_MODE_REDLOCK)
+			for (int i = 0; i < n; i++)
+				if (replies[i] != NULL && replies[i]->type == REDIS_REPLY_INTEGER &&
+					replies[i]->integer == 1)
+					rl_registry_renewed(items[i]->index, items[i]->slot.generation,
+										items[i]->slot.epoch, sent,
+										items[i]->slot.watchdog, 0);
 		return false;
 	}
 	for (int i = 0; i < n; i++)
@@ -440,7 +491,9 @@ run_cycle(void)
 
 	/* from the snapshot on, what sessions publish is noted for its end */
 	rl_registry_cycle_begin();
+	limit_to_lapse(next_lapse);
 	resent = resend_retained();
+	rl_limit_waits(0);
 	n = rl_registry_snapshot(&copies);
 	due = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
 	orphans = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
@@ -509,19 +562,32 @@ run_cycle(void)
 	}
 
 	/*
-	 * A renewal stuck on a silent server must not keep the worker from
-	 * finding a lease run out: no renewal outlives the first one due to.
+	 * A request stuck on a silent server must not keep the worker from
+	 * finding a lease run out: no round trip outlives the first one due to
+	 * by more than LAPSE_SLACK_MS. Renewals go in the order their leases
+	 * run out, each batch held to its own first, so that a hold close to
+	 * its end does not cut short the renewals of the others.
 	 */
-	if (first_lapse != DT_NOEND)
-		rl_limit_waits((int) Min(Max((first_lapse - now) / 1000, 0),
-								 INT_MAX - LAPSE_SLACK_MS) + LAPSE_SLACK_MS);
-	for (int start = 0; start < ndue && ok; start += RENEW_BATCH)
-		ok = renew_batch(due + start, Min(RENEW_BATCH, ndue - start));
-	rl_limit_waits(0);
+	qsort(due, ndue, sizeof(RLSlotCopy *), by_lapse);
+	for (int start = 0; start < ndue && ok;)
+	{
+		int			end = Min(start + RENEW_BATCH, ndue);
+
+		if (first_lapse_of(due[start]) < TimestampTzPlusMilliseconds(now, NEAR_LAPSE_MS))
+			while (end > start + 1 &&
+				   first_lapse_of(due[end - 1]) >= TimestampTzPlusMilliseconds(now, NEAR_LAPSE_MS))
+				end--;
+		limit_to_lapse(first_lapse_of(due[start]));
+		ok = renew_batch(due + start, end - start);
+		start = end;
+	}
+	limit_to_lapse(first_lapse);
 	if (ok && norphans > 0)
 		ok = release_slots(orphans, norphans, false);
 	if (ok && nunsettled > 0)
 		ok = release_slots(unsettled, nunsettled, true);
+	rl_limit_waits(0);
+	next_lapse = first_lapse;
 	ok = ok && resent;
 	note_redis(ok);
 	if (!ok || norphans > 0 || nunsettled > 0 || nretained > 0)

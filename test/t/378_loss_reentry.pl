@@ -18,6 +18,8 @@
 #   - A's row shows the loss within the test's bound (the watchdog renews
 #     every second here; with the defect it waited a third of an hour);
 # and with redislock.on_lock_lost = terminate A is ended, within the bound.
+# While A re-enters after a force release, the watchdog is stopped and A's
+# lease is a minute long: only Redis's answer to A can show A the loss.
 # A re-entry with a longer lease that fails because Redis is paused changes
 # nothing the watchdog trusts: the lease in redis_locks stays what Redis
 # last confirmed, and the next lease-less re-entry asks Redis.
@@ -179,11 +181,19 @@ sub a_state
 		WHERE pid = " . $a->pid . " AND name = '$name'");
 }
 
-# One pass over every function: A takes, $lose loses every hold at once,
-# B takes, A re-enters.
+my @watchdog = split /,/, RedisLockTest::watchdog_pids($obs);
+is(scalar @watchdog, 1, 'one watchdog');
+my $stopped = 0;
+sub stop_watchdog   { kill 'STOP', @watchdog; $stopped = 1; }
+sub resume_watchdog { kill 'CONT', @watchdog if $stopped; $stopped = 0; }
+
+# One pass over every function: A takes (with watchdog lease $wd), $lose
+# loses every hold at once, B takes, A re-enters.  With $quiet the watchdog
+# stays stopped from the loss until a pool's loss is awaited (the owned
+# kinds, whose re-entry Redis refuses, come first).
 sub pass_all
 {
-	my ($how, $lose) = @_;
+	my ($how, $lose, $wd, $quiet) = @_;
 	my (%a, %b, %name);
 	for my $f (sort keys %F)
 	{
@@ -193,15 +203,18 @@ sub pass_all
 		make_pool($c->{pool}, $n) if $c->{pool};
 		$a{$f} = RedisLockTest::Session->new($node);
 		$b{$f} = RedisLockTest::Session->new($node);
+		$a{$f}->query("SET redislock.watchdog_timeout = '$wd'");
 		$a{$f}->query('BEGIN') if $c->{xact};
 		my $got = $a{$f}->query(sqlf($c->{take}, $n));
 		ok(defined $got && $got ne 'f', "$how, $f: A takes it");
 	}
+	stop_watchdog() if $quiet;
 	$lose->(\%name);
-	for my $f (sort keys %F)
+	for my $f (sort { ($F{$a}{unowned} // 0) <=> ($F{$b}{unowned} // 0) || $a cmp $b } keys %F)
 	{
 		my $c = $F{$f};
 		my $n = $name{$f};
+		resume_watchdog() if $c->{unowned};
 		make_pool($c->{pool}, $n) if $c->{pool};
 		my $got;
 		RedisLockTest::wait_until($RedisLockTest::WAIT, "$how, $f: B takes it",
@@ -222,11 +235,12 @@ sub pass_all
 		  or diag($err // '');
 		ok(admits(held_rows($n)), "$how, $f: redis_locks shows no second holder")
 		  or diag(held_rows($n)) unless $c->{pool};
-		until_ok("$how, $f: A's row shows the loss",
+		until_ok("$how, $f: A's row shows the loss" . ($stopped ? ' (the watchdog stopped)' : ''),
 			sub { a_state($a{$f}, $n) =~ /^(lost,?)+$/ });
 		ok(admits(held_rows($n)), "$how, $f: redis_locks shows no second holder once the loss shows")
 		  or diag(held_rows($n));
 	}
+	resume_watchdog();
 	for my $f (sort keys %F)
 	{
 		$a{$f}->query($F{$f}{xact} ? 'ROLLBACK' : 'SELECT redis_lock_release_all()');
@@ -242,7 +256,7 @@ pass_all('force', sub {
 		if ($F{$f}{pool}) { lose_pool($F{$f}{pool}, $name->{$f}); }
 		else { $obs->query("SELECT redis_lock_force_release('$name->{$f}')"); }
 	}
-});
+}, '60s', 1);
 
 # --- lost by its lease running out while the watchdog is stopped ---------------------
 pass_all('lapse', sub {
@@ -264,7 +278,7 @@ pass_all('lapse', sub {
 			sub { $redis->cli('EXISTS', $n) eq '0' });
 	}
 	kill 'CONT', @pids;
-});
+}, '3s', 0);
 
 # --- on_lock_lost = terminate acts on a loss that a refused re-entry shows --------------
 for my $f (sort grep { !$F{$_}{unowned} } keys %F)
@@ -274,14 +288,17 @@ for my $f (sort grep { !$F{$_}{unowned} } keys %F)
 	my $a = RedisLockTest::Session->new($node);
 	my $b = RedisLockTest::Session->new($node);
 	$a->query(q{SET redislock.on_lock_lost = terminate});
+	$a->query(q{SET redislock.watchdog_timeout = '60s'});
 	$a->query('BEGIN') if $c->{xact};
 	is($a->query(sqlf($c->{take}, $n)), 't', "terminate, $f: A takes it");
+	stop_watchdog();
 	$obs->query("SELECT redis_lock_force_release('$n')");
 	is($b->query(sqlf($c->{b}, $n)), 't', "terminate, $f: B takes it");
 	$a->try(sqlf($c->{long}, $n));
 	my $pid = $a->pid;
-	until_ok("terminate, $f: A is ended",
+	until_ok("terminate, $f: A is ended (the watchdog stopped)",
 		sub { $obs->query("SELECT count(*) FROM pg_stat_activity WHERE pid = $pid") eq '0' });
+	resume_watchdog();
 	$b->query('SELECT redis_lock_release_all()');
 	$_->close for ($a, $b);
 }
@@ -293,6 +310,7 @@ for my $f (sort grep { !$F{$_}{unowned} } keys %F)
 	(my $n = "paused:$f") =~ s/ /:/g;
 	my $a = RedisLockTest::Session->new($node);
 	my $b = RedisLockTest::Session->new($node);
+	$a->query(q{SET redislock.watchdog_timeout = '60s'});
 	$a->query('BEGIN') if $c->{xact};
 	is($a->query(sqlf($c->{take}, $n)), 't', "paused, $f: A takes it");
 	$obs->query("SELECT redis_lock_force_release('$n')");

@@ -150,4 +150,54 @@ sub silent_case
 	$node->stop;
 }
 
+# --- a Cluster of 3 masters, one stopped past the lease ----------------------------------
+# The hold on the stopped master is lost by time; the holds on the others
+# stay held (the cluster serves their slots without full coverage): their
+# renewals were answered, though the batch as a whole failed on the stopped
+# node.
+{
+	my $cl   = RedisLockTest::Cluster->new(masters => 3, replicas => 0);
+	my $node = RedisLockTest::node('leasetruthcl', undef,
+		'redislock.cluster_nodes'    => $cl->seeds,
+		'redislock.watchdog_timeout' => '3s',
+		'redislock.command_timeout'  => '2s');
+	my $obs = RedisLockTest::observer($node);
+	my @masters = $cl->masters;
+	my (%on, @names);
+	for (my $i = 0; keys %on < 3 && $i < 1000; $i++)
+	{
+		my $n = "cl:$i";
+		my $port = $cl->node_for_key($n)->port;
+		next if $on{$port};
+		$on{$port} = $n;
+	}
+	is(scalar keys %on, 3, 'cluster: a name on each master');
+	my $a = RedisLockTest::Session->new($node);
+	for my $port (sort keys %on)
+	{
+		is($a->query("SELECT redis_lock_acquire('$on{$port}')"), 't', "cluster: A takes $on{$port}");
+	}
+	my $r1 = lock_stats($obs)->{renewals};
+	until_ok('cluster: the watchdog has renewed them on every master',
+		sub { lock_stats($obs)->{renewals} >= $r1 + 3 });
+	# the other masters go on serving their slots while one is down
+	$_->cli('CONFIG', 'SET', 'cluster-require-full-coverage', 'no') for @masters;
+	my $stop = $masters[0];
+	my $lost = $on{ $stop->port };
+	$stop->pause;
+	until_ok("cluster: $lost, on the stopped master, is lost by time",
+		sub { state_of($obs, $a, $lost) eq 'lost' });
+	my $r0 = lock_stats($obs)->{renewals};
+	until_ok('cluster: two more renewals while the master is stopped',
+		sub { lock_stats($obs)->{renewals} >= $r0 + 4 });
+	for my $port (grep { $_ != $stop->port } sort keys %on)
+	{
+		is(state_of($obs, $a, $on{$port}), 'held', "cluster: $on{$port}, on a master that answers, is held");
+	}
+	$stop->resume;
+	$a->query('SELECT redis_lock_release_all()');
+	no_crash_ok($node, 'cluster');
+	$node->stop;
+}
+
 done_testing();
