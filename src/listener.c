@@ -566,13 +566,6 @@ take_reply(int i, const redisReply *r)
 				ch->link = -1;
 			changed = true;
 		}
-
-		/*
-		 * A waiter came for it while the UNSUBSCRIBE was on its way: it
-		 * waits for the SUBSCRIBE, which must not wait for the next scan.
-		 */
-		else if (ch->wanted_at == scan_time)
-			changed = true;
 		ch->state[i] = SUB_NONE;
 	}
 	return true;
