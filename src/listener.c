@@ -193,19 +193,63 @@ reset_links(void)
 		init_link(&links[nlinks++], NULL);
 }
 
-/* The link to a cluster node, made on first use; -1 if too many. */
+/*
+ * The link to a cluster node, made on first use in a free entry (one that
+ * names no node); -1 if too many.
+ */
 static int
 cluster_link(const RLNode *node, bool sharded)
 {
+	int			free = -1;
+
 	for (int i = 0; i < nlinks; i++)
+	{
 		if (links[i].conn.sharded == sharded &&
 			strcmp(links[i].conn.node.desc, node->desc) == 0)
 			return i;
-	if (nlinks == MAX_LINKS)
+		if (free < 0 && links[i].conn.node.desc[0] == '\0')
+			free = i;
+	}
+	if (free < 0 && nlinks == MAX_LINKS)
 		return -1;
-	init_link(&links[nlinks], node);
-	links[nlinks].conn.sharded = sharded;
-	return nlinks++;
+	if (free < 0)
+		free = nlinks++;
+	init_link(&links[free], node);
+	links[free].conn.sharded = sharded;
+	return free;
+}
+
+/*
+ * Cluster: frees the links no channel is heard or routed on whose node the
+ * slot map no longer names (an address the node left), so that nodes that
+ * come back at new addresses, over and over, do not fill the table.
+ */
+static void
+free_unneeded_links(void)
+{
+	HASH_SEQ_STATUS seq;
+	Channel    *ch;
+	bool		used[MAX_LINKS] = {false};
+
+	if (mode != RL_MODE_CLUSTER)
+		return;
+	hash_seq_init(&seq, channels);
+	while ((ch = hash_seq_search(&seq)) != NULL)
+	{
+		if (ch->link >= 0)
+			used[ch->link] = true;
+		for (int i = 0; i < nlinks; i++)
+			used[i] |= ch->state[i] != SUB_NONE;
+	}
+	for (int i = 0; i < nlinks; i++)
+		if (!used[i] && links[i].conn.node.desc[0] != '\0' &&
+			!rl_route_node_in_map(&links[i].conn.node))
+		{
+			rl_disconnect(&links[i].conn);
+			init_link(&links[i], NULL);
+		}
+	while (nlinks > 0 && links[nlinks - 1].conn.node.desc[0] == '\0')
+		nlinks--;
 }
 
 /* Where a channel stands, as the board shows it to its waiters. */
@@ -426,7 +470,10 @@ sync_link(int i, TimestampTz now)
 	send_batch(i, false, nunsubs, unsubs, SUB_UNSUBSCRIBING);
 }
 
-/* Routes new channels, syncs every link, forgets channels done with. */
+/*
+ * Routes new channels, syncs every link, forgets channels and cluster links
+ * done with.
+ */
 static void
 sync_all(TimestampTz now)
 {
@@ -449,6 +496,7 @@ sync_all(TimestampTz now)
 		if (idle && ch->wanted_at < idle_before)
 			(void) hash_search(channels, ch->name, HASH_REMOVE, NULL);
 	}
+	free_unneeded_links();
 	for (int i = 0; i < nlinks; i++)
 		sync_link(i, now);
 }

@@ -829,6 +829,17 @@ rl_route_channel(const char *channel, RLNode *node, bool *sharded)
 	return true;
 }
 
+/*
+ * Does the slot map name node? Nodes left out of it are not needed any
+ * more. True when no map is loaded: nothing says the node left.
+ */
+bool
+rl_route_node_in_map(const RLNode *node)
+{
+	return !map_loaded ||
+		find_node(cluster_nodes, ncluster_nodes, node->host, node->port) >= 0;
+}
+
 /* A subscription was refused or dropped: the slot map may be stale. */
 void
 rl_route_forget_map(void)

@@ -31,6 +31,45 @@ mark_releasing(int n, LocalLock **locks, const int32 *keep, bool releasing)
 }
 
 /*
+ * Takes in Redis's reply to the trim of one lock; returns the holds Redis
+ * had. An error reply means the trim was not applied: the lock keeps the
+ * holds the session counts, is no longer being released (here or in the
+ * registry), and the error is raised, or with quiet only logged.
+ */
+static int64
+trim_reply(LocalLock *ll, int32 keep, const RLReply *r, bool quiet)
+{
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		const char *hint = rl_refusal_hint(r->str);
+
+		ll->releasing = false;
+		if (keep == 0)
+			rl_registry_releasing(ll->slot, ll->generation, false);
+		/* repeating cannot help: the lock is settled, as far as it can be */
+		if (!quiet)
+		{
+			rl_set_flags(ll, false, false);
+			rl_reply_error(r, RL_OP_RELEASE, ll->name);
+		}
+		ereport(WARNING,
+				(rl_op_errmsg(RL_OP_RELEASE, ll->name),
+				 errdetail_internal("Redis server \"%s\" answered: %s",
+									rl_server_desc(), r->str),
+				 hint ? errhint("%s", hint) : 0));
+		return 0;
+	}
+	if (!is_int(r))
+	{
+		if (!quiet)
+			rl_expect_reply(false, RL_OP_RELEASE, ll->name);
+		return 0;
+	}
+	ll->redis_holds = (int32) Min(r->integer, keep);
+	return r->integer;
+}
+
+/*
  * Trims this owner's hold count in Redis to keep[i] for each of n locks and
  * takes it out of their fair queues where it may stand, in one pipelined
  * round trip. before[i] gets the count Redis had. Returns false when Redis
@@ -39,7 +78,8 @@ mark_releasing(int n, LocalLock **locks, const int32 *keep, bool releasing)
  * the worker is settling is not sent before the worker's request has been
  * answered (it would reach Redis in either order): false after the command
  * timeout. Where a lock's last hold goes, the registry knows it is being
- * released until the caller publishes the outcome or frees the slot.
+ * released until the caller publishes the outcome or frees the slot, or
+ * this call fails or Redis refuses that release.
  */
 bool
 rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
@@ -66,9 +106,29 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 						locks[i]->watchdog ? locks[i]->lease_ms : 0);
 	}
 	mark_releasing(n, locks, keep, true);
+
+	/*
+	 * The flag must not outlive this call where the release did not happen:
+	 * the worker would take a loss of the hold for the release and never
+	 * report it. Any ERROR out of here (an error reply, a reply no script
+	 * gives, an interrupt) leaves the session counting its holds, so Redis
+	 * not having them is a loss again.
+	 */
 	PG_TRY();
 	{
 		sent = rl_run_agreed(n, evals, RL_AGREE_MAX, replies, NULL);
+		if (sent)
+			for (int i = 0; i < n; i++)
+			{
+				before[i] = trim_reply(locks[i], keep[i], replies[i], quiet);
+
+				/*
+				 * A hold we go on counting that Redis does not have is lost,
+				 * unless a release whose reply never came explains it.
+				 */
+				if (!quiet && keep[i] > 0 && before[i] == 0 && !locks[i]->releasing)
+					rl_lost_by_answer(locks[i]);
+			}
 	}
 	PG_CATCH();
 	{
@@ -81,44 +141,6 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
 		mark_releasing(n, locks, keep, false);
 		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
 		return false;
-	}
-	for (int i = 0; i < n; i++)
-	{
-		if (replies[i]->type == REDIS_REPLY_ERROR)
-		{
-			/* repeating cannot help: the lock is settled, as far as it can be */
-			if (!quiet)
-			{
-				rl_set_flags(locks[i], false, false);
-				rl_reply_error(replies[i], RL_OP_RELEASE, locks[i]->name);
-			}
-			{
-				const char *hint = rl_refusal_hint(replies[i]->str);
-
-				ereport(WARNING,
-						(rl_op_errmsg(RL_OP_RELEASE, locks[i]->name),
-						 errdetail_internal("Redis server \"%s\" answered: %s",
-											rl_server_desc(), replies[i]->str),
-						 hint ? errhint("%s", hint) : 0));
-			}
-			before[i] = 0;
-			continue;
-		}
-		if (!is_int(replies[i]))
-		{
-			if (!quiet)
-				rl_expect_reply(false, RL_OP_RELEASE, locks[i]->name);
-			before[i] = 0;
-			continue;
-		}
-		before[i] = replies[i]->integer;
-		locks[i]->redis_holds = (int32) Min(before[i], keep[i]);
-		/*
-		 * A hold we go on counting that Redis does not have is lost, unless
-		 * a release whose reply never came explains it.
-		 */
-		if (!quiet && keep[i] > 0 && before[i] == 0 && !locks[i]->releasing)
-			rl_lost_by_answer(locks[i]);
 	}
 	return true;
 }

@@ -430,7 +430,7 @@ redis_lock_status(PG_FUNCTION_ARGS)
 	values[7] = CStringGetTextDatum(st.mode);
 	/* 1.0 declares no rw_mode column: heap_form_tuple takes the first 8 */
 	if (st.rw_mode != NULL)
-		values[8] = CStringGetTextDatum(st.rw_mode);
+		values[8] = rl_foreign_text(st.rw_mode);
 	else
 		nulls[8] = true;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
@@ -478,7 +478,7 @@ redis_lock_nodes(PG_FUNCTION_ARGS)
 		Datum		values[9];
 		bool		nulls[9] = {false};
 
-		values[0] = CStringGetTextDatum(nodes[i].node);
+		values[0] = rl_foreign_text(nodes[i].node);
 		if (nodes[i].error != NULL)
 		{
 			for (int k = 1; k < 8; k++)

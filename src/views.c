@@ -223,7 +223,7 @@ text_array(int n, char **items)
 	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
 
 	for (int i = 0; i < n; i++)
-		d[i] = CStringGetTextDatum(items[i]);
+		d[i] = rl_foreign_text(items[i]);
 	return construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT);
 }
 
@@ -255,7 +255,7 @@ redis_lock_waits(PG_FUNCTION_ARGS)
 		bool		nulls[6] = {false};
 
 		values[0] = Int32GetDatum(waits[i].pid);
-		values[1] = CStringGetTextDatum(waits[i].names);
+		values[1] = rl_foreign_text(waits[i].names);
 		values[2] = CStringGetTextDatum(kind_text(waits[i].kind));
 		values[3] = TimestampTzGetDatum(waits[i].started);
 		if (known)

@@ -30,7 +30,8 @@ PACKAGES=(
     "${REDIS_PACKAGES[@]}"      # throwaway Redis (and sentinels) for the tests
     pgbouncer                   # test 385: locks through a transaction pooler
     postgresql-15-cron          # test 405: pg_cron jobs taking locks (skipped, counted, without it)
-    gdb                         # test 393: holds a waiter at one point of its wait
+    gdb                         # tests 393, 398: hold a waiter or the listener at one point
+    iproute2                    # tests 215, 398: ss, which process owns a connection to Redis
     openjdk-17-jdk-headless maven  # tests 500, 505: the real Redisson client (test/redisson-java)
     libipc-run-perl             # PostgreSQL::Test::Utils needs IPC::Run
     libdbd-pg-perl              # multi-session TAP tests (RedisLockTest::Session)

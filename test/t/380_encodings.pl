@@ -1,7 +1,10 @@
 # 380_encodings.pl — lock names in SQL_ASCII and LATIN1 databases: names
 # are bytes, the 512 limit is in bytes, a name that is not valid in the
 # database encoding is an error (not a crash), and text shown from another
-# database or from Redis is always valid in the database that shows it.
+# database or from Redis is always valid in the database that shows it:
+# every such column and function result (redis_locks.name,
+# redis_lock_waits.name and holders, redis_lock_status and redis_lock_nodes
+# holders; redis_lock_blocking_pids gives pids only).
 #
 # One cluster (UTF8, as RedisLockTest::node makes them) with a SQL_ASCII and
 # a LATIN1 database besides postgres. DBD::Pg passes bytes through unchanged
@@ -153,6 +156,46 @@ try_ok($u, "SELECT convert_to(holders[1], 'UTF8') IS NOT NULL FROM redis_lock_st
 	'... valid UTF8');
 try_ok($s{LATIN1}, "SELECT encode(convert_to(holders[1], 'LATIN1'), 'hex') FROM redis_lock_status('enc:foreign')",
 	'fffe3a31', '... and as its bytes in LATIN1');
+try_ok($u, "SELECT holders[1] FROM redis_lock_nodes('enc:foreign')", '\xff\xfe:1',
+	'UTF8 redis_lock_nodes shows the holder field ff fe as \\xff\\xfe');
+try_ok($s{LATIN1}, "SELECT encode(convert_to(holders[1], 'LATIN1'), 'hex') FROM redis_lock_nodes('enc:foreign')",
+	'fffe3a31', '... and as its bytes in LATIN1');
+
+# --- redis_lock_waits: a wait in the LATIN1 database on 'caf' || e9, and
+# one in the UTF8 database on a lock held by that foreign holder field
+my $l2 = RedisLockTest::Session->new($node, dbname => 'latin1');
+my $u2 = RedisLockTest::Session->new($node);
+my ($l2pid, $u2pid) = ($l2->pid, $u2->pid);
+my $lowner = $s{LATIN1}->query('SELECT redis_lock_owner_id()');
+try_ok($s{LATIN1}, "SELECT redis_lock_acquire('caf' || chr(233), '0', '1 min')", 't',
+	"LATIN1 A holds 'caf' || chr(233)");
+$l2->start("SELECT redis_lock_acquire('caf' || chr(233), '1 min')");
+waits_ok($l2, "LATIN1 B, on 'caf' || chr(233),");
+$u2->start("SELECT redis_lock_acquire('enc:foreign', '1 min')");
+waits_ok($u2, 'UTF8 C, on enc:foreign (held by the field ff fe),');
+try_ok($u, "SELECT name FROM redis_lock_waits WHERE pid = $l2pid", 'caf\xe9',
+	"UTF8 redis_lock_waits shows LATIN1's name caf e9 as caf\\xe9");
+try_ok($u, "SELECT sum(length(name)) FROM redis_lock_waits WHERE upper(name) IS NOT NULL",
+	length('caf\xe9') + length('enc:foreign'), 'UTF8 redis_lock_waits: string functions work on every name');
+try_ok($u, "SELECT holders = ARRAY['$lowner'] AND holder_pids = ARRAY[$lpid] FROM redis_lock_waits WHERE pid = $l2pid",
+	't', '... and its holder is LATIN1 A');
+try_ok($u, "SELECT holders[1] FROM redis_lock_waits WHERE pid = $u2pid", '\xff\xfe:1',
+	'UTF8 redis_lock_waits shows the holder field ff fe as \\xff\\xfe');
+try_ok($u, "SELECT bool_and(convert_to(h, 'UTF8') IS NOT NULL) FROM redis_lock_waits, unnest(holders) h", 't',
+	'UTF8 redis_lock_waits: every holder is valid UTF8');
+try_ok($u, "SELECT redis_lock_blocking_pids($l2pid) = ARRAY[$lpid] AND redis_lock_blocking_pids($u2pid) = '{}'", 't',
+	'UTF8 redis_lock_blocking_pids: the LATIN1 holder, none for the foreign field');
+try_ok($s{LATIN1}, "SELECT name = 'caf' || chr(233) FROM redis_lock_waits WHERE pid = $l2pid", 't',
+	'LATIN1 redis_lock_waits shows its own name as it was given');
+try_ok($s{LATIN1}, "SELECT encode(convert_to(holders[1], 'LATIN1'), 'hex') FROM redis_lock_waits WHERE pid = $u2pid",
+	'fffe3a31', '... and the holder field as its bytes');
+try_ok($s{SQL_ASCII}, 'SELECT count(*) FROM redis_lock_waits WHERE name IS NOT NULL', 2,
+	'SQL_ASCII redis_lock_waits shows both');
+$u2->cancel;
+try_ok($s{LATIN1}, "SELECT redis_lock_release('caf' || chr(233))", 't', 'LATIN1 A releases it');
+is(($l2->finish($RedisLockTest::WAIT))[0], 't', '... and LATIN1 B takes it');
+try_ok($l2, "SELECT redis_lock_release('caf' || chr(233))", 't', '... and releases it');
+$_->close for ($l2, $u2);
 $rc->cmd('DEL', 'enc:foreign');
 
 $_->close for ($u, values %s);
