@@ -47,6 +47,13 @@ static bool cluster_unanswered = false; /* a node that may have received a
 										 * request of the last rl_run() failed */
 static uint64 cluster_generation = 0;
 
+/*
+ * Until when a request whose slot is migrating (TRYAGAIN) is tried again:
+ * the end of the wait under way (rl_route_wait_out), else 0 and only
+ * command_timeout.
+ */
+static TimestampTz migration_patience = 0;
+
 /* CRC16-CCITT (XMODEM), as Redis Cluster hashes keys. */
 static uint16
 crc16(const char *buf, size_t len)
@@ -541,16 +548,23 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 				next[left++] = *pd;
 			}
 			else if (r->type == REDIS_REPLY_ERROR &&
-					 (strncmp(r->str, "TRYAGAIN", 8) == 0 ||
-					  strncmp(r->str, "CLUSTERDOWN", 11) == 0))
+					 strncmp(r->str, "TRYAGAIN", 8) == 0)
+			{
+				rl_fail_on(&rl_cmd_conn, RLF_MIGRATING, rl_server_desc(),
+						   "Hash slot %d is migrating between cluster nodes: %s",
+						   pd->slot, r->str);
+				next[left++] = *pd;
+				*retry_later = true;
+			}
+			else if (r->type == REDIS_REPLY_ERROR &&
+					 strncmp(r->str, "CLUSTERDOWN", 11) == 0)
 			{
 				rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
 						   "Hash slot %d cannot be served now: %s",
 						   pd->slot, r->str);
 				next[left++] = *pd;
 				*retry_later = true;
-				if (r->str[0] == 'C')
-					map_loaded = false;
+				map_loaded = false;
 			}
 			else
 				for (int c = 0; c < pd->ncmds; c++)
@@ -563,11 +577,27 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 }
 
 /*
+ * Has a wait until until begun (true) or ended: a slot in migration is then
+ * waited out until until, not command_timeout. Returns the previous end.
+ */
+TimestampTz
+rl_route_wait_out(TimestampTz until)
+{
+	TimestampTz previous = migration_patience;
+
+	migration_patience = until;
+	return previous;
+}
+
+/*
  * Runs cmds on the cluster, each on the node serving keys[i], following
  * MOVED and ASK, and retrying every RETRY_MS while nodes fail over or the
- * cluster is down, until redislock.command_timeout. A command whose key is
- * NULL rides with the command before it: same node, same pipeline, and
- * sent again with it whenever that one is redirected or retried.
+ * cluster is down, until redislock.command_timeout. A slot in migration
+ * (TRYAGAIN) is waited out until the end of a wait under way (see
+ * rl_route_wait_out), each round still bounded by command_timeout. A command
+ * whose key is NULL rides with the command before it: same node, same
+ * pipeline, and sent again with it whenever that one is redirected or
+ * retried.
  */
 static bool
 cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **replies)
@@ -575,6 +605,7 @@ cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **re
 	Pending    *pending = palloc(sizeof(Pending) * Max(n, 1));
 	int			npending = 0;
 	TimestampTz until = rl_command_deadline();
+	TimestampTz round_until = until;
 
 	Assert(n == 0 || keys[0] != NULL);
 	for (int i = 0; i < n; i++)
@@ -597,12 +628,18 @@ cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **re
 		bool		retry_later = false;
 		int			left = 0;
 
-		if (!cluster_round(npending, pending, cmds, replies, &left, &retry_later, until) &&
+		if (!cluster_round(npending, pending, cmds, replies, &left, &retry_later,
+						   round_until) &&
 			!retry_later)
 			return false;
 		npending = left;
 		if (npending == 0)
 			return true;
+		if (rl_cmd_conn.failure == RLF_MIGRATING && migration_patience > until)
+		{
+			until = migration_patience;
+			round_until = rl_command_deadline();
+		}
 		if (GetCurrentTimestamp() + RETRY_MS * 1000 >= until)
 			return rl_cmd_conn.failure != RLF_NONE ? false :
 				rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),

@@ -37,6 +37,7 @@ extern bool rl_route_subscribe(int n, const char *const *channels);
 extern bool rl_same_slot(int n, const char *const *keys);
 extern bool rl_route_channel(const char *channel, RLNode *node, bool *sharded);
 extern void rl_route_forget_map(void);
+extern TimestampTz rl_route_wait_out(TimestampTz until);
 
 /* fanout.c: the Redlock masters */
 extern int	rl_redlock_size(void);

@@ -194,6 +194,28 @@ rl_hand_unsettled_to_worker(void)
 		}
 }
 
+/*
+ * After a release of n locks failed: whether only because a cluster slot
+ * is migrating (TRYAGAIN past command_timeout). The caller then goes on as
+ * if Redis had answered, and once it has published what remains hands the
+ * locks, still dirty, to the worker (rl_hand_unsettled_to_worker), which
+ * trims Redis to that when the slot settles: a hold given back is never
+ * renewed again, so never reported lost.
+ */
+bool
+rl_release_delayed(int n, LocalLock **locks)
+{
+	if (rl_cmd_conn.failure != RLF_MIGRATING)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (locks[i]->slot < 0)
+			return false;
+	ereport(DEBUG1,
+			(errmsg_internal("redislock release handed to the worker"),
+			 errdetail_internal("%s", rl_failure_text(&rl_cmd_conn))));
+	return true;
+}
+
 typedef struct Trim
 {
 	int			n;
