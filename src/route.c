@@ -86,6 +86,12 @@ key_slot(const char *key)
 	return crc16(key, len) % CLUSTER_SLOTS;
 }
 
+int
+rl_route_slot(const char *key)
+{
+	return key_slot(key);
+}
+
 RLMode
 rl_mode(void)
 {
