@@ -600,7 +600,8 @@ rl_route_wait_out(TimestampTz until)
  * MOVED and ASK, and retrying every RETRY_MS while nodes fail over or the
  * cluster is down, until redislock.command_timeout. A slot in migration
  * (TRYAGAIN) is waited out until the end of a wait under way (see
- * rl_route_wait_out), each round still bounded by command_timeout. A command
+ * rl_route_wait_out): command_timeout then counts from the last round that
+ * met only the migration, so any other failure still ends it. A command
  * whose key is NULL rides with the command before it: same node, same
  * pipeline, and sent again with it whenever that one is redirected or
  * retried.
@@ -611,7 +612,6 @@ cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **re
 	Pending    *pending = palloc(sizeof(Pending) * Max(n, 1));
 	int			npending = 0;
 	TimestampTz until = rl_command_deadline();
-	TimestampTz round_until = until;
 
 	Assert(n == 0 || keys[0] != NULL);
 	for (int i = 0; i < n; i++)
@@ -634,18 +634,15 @@ cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **re
 		bool		retry_later = false;
 		int			left = 0;
 
-		if (!cluster_round(npending, pending, cmds, replies, &left, &retry_later,
-						   round_until) &&
+		if (!cluster_round(npending, pending, cmds, replies, &left, &retry_later, until) &&
 			!retry_later)
 			return false;
 		npending = left;
 		if (npending == 0)
 			return true;
-		if (rl_cmd_conn.failure == RLF_MIGRATING && migration_patience > until)
-		{
-			until = migration_patience;
-			round_until = rl_command_deadline();
-		}
+		/* while a wait lasts, a round that met only a migration is not counted */
+		if (rl_cmd_conn.failure == RLF_MIGRATING && migration_patience != 0)
+			until = Max(until, Min(rl_command_deadline(), migration_patience));
 		if (GetCurrentTimestamp() + RETRY_MS * 1000 >= until)
 			return rl_cmd_conn.failure != RLF_NONE ? false :
 				rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
