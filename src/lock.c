@@ -524,6 +524,7 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 		rl_stat_add(RL_STAT_REENTRIES, 1);
 		return true;
 	}
+	rl_settle_lock(ll);
 	if (total_holds(ll) > 0 && lease_ms > ll->lease_ms)
 		rl_registry_attempt(ll->slot, ll->generation, lease_ms);
 	if (!rl_take_hold(ll, req, target, &a))

@@ -193,6 +193,7 @@ extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
 extern bool rl_trim_quietly(int n, LocalLock **locks, const int32 *keep,
 							int64 *before);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
+extern void rl_settle_lock(LocalLock *ll);
 extern void rl_hand_unsettled_to_worker(void);
 extern bool rl_release_delayed(int n, LocalLock **locks);
 extern void rl_settle(bool quiet);

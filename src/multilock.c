@@ -342,6 +342,8 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 				rl_registry_attempt(m.locks[nlocks]->slot,
 									m.locks[nlocks]->generation, m.lease_ms);
 		}
+		for (int i = 0; i < n; i++)
+			rl_settle_lock(m.locks[i]);
 		taken = rl_wait_call(req,
 							 psprintf("could not obtain Redis lock \"%s\"", req->name),
 							 rl_mode() != RL_MODE_CLUSTER || rl_same_slot(n, names) ?

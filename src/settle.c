@@ -121,6 +121,9 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
  * Brings Redis in line with the local table for n locks. From SQL calls
  * (quiet = false) a failure is an ERROR, as the call needs Redis anyway; from
  * cleanup paths it is logged and the locks stay marked for a later try.
+ * A cluster slot in migration is no ERROR: the locks go to the worker,
+ * which settles them when the slot settles (a call about one of them
+ * settles it first: rl_settle_lock).
  */
 bool
 rl_settle_locks(int n, LocalLock **locks, bool quiet)
@@ -132,6 +135,11 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 		keep[i] = total_holds(locks[i]);
 	if (n > 0 && !rl_trim_in_redis(n, locks, keep, before, quiet))
 	{
+		if (!quiet && rl_release_delayed(n, locks))
+		{
+			rl_hand_unsettled_to_worker();
+			return false;
+		}
 		if (!quiet)
 			rl_report(&rl_cmd_conn, ERROR);
 		ereport(WARNING,
@@ -146,6 +154,24 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 		rl_forget_if_unused(locks[i]);
 	}
 	return true;
+}
+
+/*
+ * Settles lock ll before a call acquires it, if it is dirty or may still
+ * stand in a queue; a failure is an ERROR. Whatever was left to the worker
+ * must reach Redis before the call's own request.
+ */
+void
+rl_settle_lock(LocalLock *ll)
+{
+	int32		keep = total_holds(ll);
+	int64		before;
+
+	if (!ll->dirty && !ll->queued)
+		return;
+	if (!rl_trim_in_redis(1, &ll, &keep, &before, false))
+		rl_report(&rl_cmd_conn, ERROR);
+	rl_set_flags(ll, false, false);
 }
 
 /*
@@ -195,12 +221,13 @@ rl_hand_unsettled_to_worker(void)
 }
 
 /*
- * After a release of n locks failed: whether only because a cluster slot
- * is migrating (TRYAGAIN past command_timeout). The caller then goes on as
- * if Redis had answered, and once it has published what remains hands the
- * locks, still dirty, to the worker (rl_hand_unsettled_to_worker), which
- * trims Redis to that when the slot settles: a hold given back is never
- * renewed again, so never reported lost.
+ * After a trim of n locks (a release, a settle) failed: whether only
+ * because a cluster slot is migrating (TRYAGAIN past command_timeout). The
+ * caller then goes on as if Redis had answered, and once it has published
+ * what remains hands the locks, still dirty, to the worker
+ * (rl_hand_unsettled_to_worker), which trims Redis to that when the slot
+ * settles: a hold given back is never renewed again, so never reported
+ * lost.
  */
 bool
 rl_release_delayed(int n, LocalLock **locks)

@@ -380,6 +380,7 @@ rl_wait_call(const RLAcquireRequest *req, const char *timeout_msg,
 			 edata->detail != NULL ?
 			 errdetail_internal("%s: %s", edata->message, edata->detail) :
 			 errdetail_internal("%s", edata->message)));
+	FreeErrorData(edata);
 	if (by_lock_timeout)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
