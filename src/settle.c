@@ -11,6 +11,7 @@
 #include <hiredis/hiredis.h>
 
 #include "utils/hsearch.h"
+#include "utils/timestamp.h"
 
 #include "cleanup.h"
 #include "conn.h"
@@ -177,6 +178,8 @@ rl_settle_lock(LocalLock *ll)
 /*
  * Settles every lock of this session that is dirty or may still be queued;
  * from SQL calls, also deletes a wait-for edge an ended wait left behind.
+ * From SQL calls a lock handed to the worker is left to it while its
+ * request is under way (a call about that lock waits for it: rl_settle_lock).
  */
 void
 rl_settle(bool quiet)
@@ -193,8 +196,15 @@ rl_settle(bool quiet)
 	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(rl_local_locks), 1));
 	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
-		if (ll->dirty || ll->queued)
-			locks[n++] = ll;
+	{
+		if (!ll->dirty && !ll->queued)
+			continue;
+		/* one the worker is settling right now stays its own */
+		if (!quiet && ll->unsettled &&
+			!rl_registry_begin_io(ll->slot, ll->generation, GetCurrentTimestamp()))
+			continue;
+		locks[n++] = ll;
+	}
 	(void) rl_settle_locks(n, locks, quiet);
 }
 

@@ -62,6 +62,12 @@ is($from->cli('HEXISTS', $name, $owner_a), 1,
 is($a->query("SELECT count(*) FROM redis_locks WHERE name = '$name' AND state = 'held'"), 0,
 	'redis_locks no longer shows A holding it');
 is($a->query("SELECT redis_lock_fencing_token('$name') IS NULL"), 't', 'A has no fencing token for it');
+my $k = 0;
+$k++ while $cl->slot_of("mig:o$k") == $slot;
+my $other = "mig:o$k";
+($v, $err, $st) = $a->try("SELECT redis_lock_acquire('$other', '0') AND redis_lock_release('$other')");
+is($st, undef, 'A\'s next call (another lock) during the migration is no ERROR') or diag($err);
+is($v, 't', '... and takes and releases that lock');
 
 # --- status reports what it can --------------------------------------------------
 ($v, $err, $st) = $c->try("SELECT locked::int || ',' || held_by_me::int FROM redis_lock_status('$name')");
