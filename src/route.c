@@ -583,8 +583,9 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 }
 
 /*
- * Has a wait until until begun (true) or ended: a slot in migration is then
- * waited out until until, not command_timeout. Returns the previous end.
+ * Sets when the wait under way ends (0: no wait): until then a slot in
+ * migration is waited out, not only for command_timeout. Returns the value
+ * it replaces, for the caller to restore.
  */
 TimestampTz
 rl_route_wait_out(TimestampTz until)
