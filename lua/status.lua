@@ -19,13 +19,17 @@ local function not_lock()
     return redis.error_reply('NOTLOCK the key does not hold a lock')
 end
 
-local lock, queue, counter = kind(KEYS[1]), kind(KEYS[2]), kind(KEYS[3])
+-- With KEYS[1] alone (a cluster slot in migration, see status.c) the queue
+-- and the counter are not read: length 0, no counter.
+local lock = kind(KEYS[1])
+local queue = KEYS[2] and kind(KEYS[2]) or 'none'
+local counter = KEYS[3] and kind(KEYS[3]) or 'none'
 if (lock ~= 'none' and lock ~= 'hash') or
     (queue ~= 'none' and queue ~= 'list') or
     (counter ~= 'none' and counter ~= 'string') then
     return not_lock()
 end
-local token = redis.call('get', KEYS[3])
+local token = KEYS[3] and redis.call('get', KEYS[3])
 if token and not string.match(token, '^%d+$') then
     return not_lock()
 end
@@ -54,5 +58,5 @@ if writers and not rwlock then
     return not_lock()
 end
 
-return {holders, redis.call('pttl', KEYS[1]), redis.call('llen', KEYS[2]),
-        token or false, rwlock}
+return {holders, redis.call('pttl', KEYS[1]),
+        KEYS[2] and redis.call('llen', KEYS[2]) or 0, token or false, rwlock}

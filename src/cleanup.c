@@ -11,6 +11,7 @@
 
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "cleanup.h"
 #include "conn.h"
@@ -37,18 +38,20 @@ rl_quietly(bool (*step) (void *arg), void *arg)
 {
 	MemoryContext old;
 	volatile bool done = false;
+	TimestampTz limit;
 
 	Assert(rl_cleanup_context != NULL);
 	old = MemoryContextSwitchTo(rl_cleanup_context);
 	HOLD_INTERRUPTS();
-	rl_limit_waits(CLEANUP_MS);
+	limit = rl_limit_waits(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   CLEANUP_MS));
 	PG_TRY();
 	{
 		done = step(arg);
 	}
 	PG_FINALLY();
 	{
-		rl_limit_waits(0);
+		rl_unlimit_waits(limit);
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(old);

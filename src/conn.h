@@ -93,6 +93,7 @@ typedef enum RLFailure
 	RLF_PROTOCOL,				/* the peer does not speak RESP */
 	RLF_FAILOVER,				/* behind sentinels: not the master (now) */
 	RLF_CLUSTER,				/* cluster down, slot unserved, redirect loop */
+	RLF_MIGRATING,				/* cluster: a slot in migration (TRYAGAIN) */
 	RLF_MAJORITY,				/* Redlock: too few masters answered */
 	RLF_DENIED					/* the Redis user's ACL refused a command */
 } RLFailure;
@@ -153,9 +154,9 @@ extern bool rl_exec(RLConn *c, int ncmds, const RLCommand *cmds,
 					RLReply **replies);
 extern bool rl_eval(RLConn *c, int n, const RLEval *evals, RLReply **replies);
 extern TimestampTz rl_command_deadline(void);
-extern void rl_limit_waits(int ms);
-extern TimestampTz rl_limit_waits_until(TimestampTz until);
-extern void rl_restore_wait_limit(TimestampTz old);
+extern TimestampTz rl_limit_waits(TimestampTz until);
+extern void rl_unlimit_waits(TimestampTz previous);
+extern TimestampTz rl_waits_limit(void);
 extern void rl_build_eval(RLCommand *cmd, const RLEval *e, bool body);
 extern RLReply *rl_reply_dup(const RLReply *r);
 extern bool rl_is_noscript(const RLReply *r);

@@ -60,33 +60,33 @@ rl_ms_until(TimestampTz until)
 
 /*
  * When set, nothing this process does with Redis may wait past it: cleanup
- * paths run with interrupts held, and must end soon whatever the timeouts.
+ * paths run with interrupts held, and must end soon whatever the timeouts;
+ * a lock wait's requests end with the wait (wait.c). Limits nest: each one
+ * narrows the one in force, and is undone with rl_unlimit_waits().
  */
 static TimestampTz wait_limit = 0;
 
-void
-rl_limit_waits(int ms)
-{
-	wait_limit = ms > 0 ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms) : 0;
-}
-
-/*
- * Holds what follows to until as well, within any limit already set;
- * returns that limit, for rl_restore_wait_limit().
- */
+/* Narrows the limit to until; returns the one in force, to restore. */
 TimestampTz
-rl_limit_waits_until(TimestampTz until)
+rl_limit_waits(TimestampTz until)
 {
-	TimestampTz old = wait_limit;
+	TimestampTz previous = wait_limit;
 
-	wait_limit = old != 0 ? Min(old, until) : until;
-	return old;
+	wait_limit = previous != 0 ? Min(previous, until) : until;
+	return previous;
 }
 
 void
-rl_restore_wait_limit(TimestampTz old)
+rl_unlimit_waits(TimestampTz previous)
 {
-	wait_limit = old;
+	wait_limit = previous;
+}
+
+/* The limit in force, 0 if none. */
+TimestampTz
+rl_waits_limit(void)
+{
+	return wait_limit;
 }
 
 TimestampTz

@@ -126,29 +126,45 @@ latch_attempt(void *arg, Attempt *a)
 	a->pttl = -1;
 }
 
+/* One await of a latch: its request and its wait. */
+typedef struct Await
+{
+	RLAcquireRequest req;
+	RLWait		w;
+} Await;
+
+static bool
+await_step(void *arg)
+{
+	Await	   *aw = arg;
+	Attempt		a;
+
+	latch_attempt((void *) aw->req.name, &a);
+	if (a.acquired || aw->req.wait_ms == 0)
+		return a.acquired;
+	return rl_wait(&aw->w, &aw->req, &a);
+}
+
 /* Waits until the count is zero; false when the wait ended first. */
 bool
 rl_latch_await(const char *name, int64 wait_ms)
 {
-	RLAcquireRequest req;
-	RLWait		w;
-	Attempt		a;
+	Await		aw;
+	RLAcquireRequest *req = &aw.req;
+	RLWait	   *w = &aw.w;
 	const char *channel = latch_channel(name);
 
-	latch_attempt((void *) name, &a);
-	if (a.acquired || wait_ms == 0)
-		return a.acquired;
-	memset(&req, 0, sizeof(req));
-	req.name = name;
-	req.wait_ms = wait_ms;
-	memset(&w, 0, sizeof(w));
-	w.timeout_msg = psprintf("Redis count-down latch \"%s\" did not reach zero", name);
-	w.wait_for.kind = RL_KIND_LATCH;
-	w.wait_for.n = 1;
-	w.wait_for.names = &name;
-	w.nchannels = 1;
-	w.channels = &channel;
-	w.attempt = latch_attempt;
-	w.arg = (void *) name;
-	return rl_wait(&w, &req, &a);
+	memset(req, 0, sizeof(*req));
+	req->name = name;
+	req->wait_ms = wait_ms;
+	memset(w, 0, sizeof(*w));
+	w->timeout_msg = psprintf("Redis count-down latch \"%s\" did not reach zero", name);
+	w->wait_for.kind = RL_KIND_LATCH;
+	w->wait_for.n = 1;
+	w->wait_for.names = &name;
+	w->nchannels = 1;
+	w->channels = &channel;
+	w->attempt = latch_attempt;
+	w->arg = (void *) name;
+	return rl_wait_call(req, w->timeout_msg, await_step, &aw);
 }

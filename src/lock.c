@@ -581,12 +581,28 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 		rl_stat_add(RL_STAT_REENTRIES, 1);
 		return true;
 	}
+	rl_settle_lock(ll);
 	if (total_holds(ll) > 0 && lease_ms > ll->lease_ms)
 		rl_registry_attempt(ll->slot, ll->generation, lease_ms);
 	if (!rl_take_hold(ll, req, target, &a))
 		return false;
 	rl_record_hold(ll, req, lease_ms, &a);
 	return true;
+}
+
+/* take() as rl_wait_call() runs it. */
+typedef struct Take
+{
+	LocalLock  *ll;
+	const RLAcquireRequest *req;
+} Take;
+
+static bool
+take_step(void *arg)
+{
+	Take	   *t = arg;
+
+	return take(t->ll, t->req);
 }
 
 /* Refuses a primitive that does not work with Redlock, saying why. */
@@ -698,7 +714,12 @@ rl_lock_acquire(const RLAcquireRequest *req)
 	/* An entry created for nothing must not keep its shared slot. */
 	PG_TRY();
 	{
-		taken = take(ll, req);
+		Take		t = {ll, req};
+
+		taken = rl_wait_call(req,
+							 psprintf("could not obtain %s \"%s\"",
+									  rl_primitive(req->kind)->noun, req->name),
+							 take_step, &t);
 	}
 	PG_CATCH();
 	{
@@ -729,6 +750,7 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	int32		keep;
 	int64		before;
 	bool		again;
+	bool		delayed;
 
 	if (ll != NULL && ll->session_holds > 0 && ll->session_holds < n)
 	{
@@ -775,11 +797,13 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	again = ll->releasing;
 	rl_mark_dirty(ll);
 	ll->releasing = true;
-	if (!rl_trim_in_redis(1, &ll, &keep, &before, false))
+	delayed = !rl_trim_in_redis(1, &ll, &keep, &before, false);
+	if (delayed && !rl_release_delayed(1, &ll))
 		rl_report(&rl_cmd_conn, ERROR);
-	rl_set_flags(ll, false, ll->queued);
+	if (!delayed)
+		rl_set_flags(ll, false, ll->queued);
 	ll->releasing = false;
-	if (before == 0 && !again)
+	if (!delayed && before == 0 && !again)
 	{
 		ll->session_holds = 0;
 		rl_forget_if_unused(ll);
@@ -792,6 +816,9 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	Assert(ll->session_holds >= 0);
 	rl_stat_add(RL_STAT_RELEASES, 1);
 	rl_publish_or_forget(ll);
+	/* once the slot shows what remains: the worker trims Redis to that */
+	if (delayed)
+		rl_hand_unsettled_to_worker();
 	return true;
 }
 
@@ -805,6 +832,7 @@ rl_lock_release_all(void)
 	int64	   *before;
 	int			n = 0;
 	int			released = 0;
+	bool		delayed;
 
 	rl_settle(false);
 	if (hash_get_num_entries(rl_local_locks) == 0)
@@ -821,11 +849,15 @@ rl_lock_release_all(void)
 		locks[n++] = ll;
 		rl_mark_dirty(ll);			/* until the reply is in */
 	}
-	if (n > 0 && !rl_trim_in_redis(n, locks, keep, before, false))
+	delayed = n > 0 && !rl_trim_in_redis(n, locks, keep, before, false);
+	if (delayed && !rl_release_delayed(n, locks))
 		rl_report(&rl_cmd_conn, ERROR);
 	for (int i = 0; i < n; i++)
 	{
-		rl_set_flags(locks[i], false, locks[i]->queued);
+		if (delayed)
+			before[i] = 1;		/* given back, if later */
+		else
+			rl_set_flags(locks[i], false, locks[i]->queued);
 		if (before[i] > 0)
 		{
 			released++;
@@ -839,6 +871,8 @@ rl_lock_release_all(void)
 		locks[i]->session_holds = 0;
 		rl_publish_or_forget(locks[i]);
 	}
+	if (delayed)
+		rl_hand_unsettled_to_worker();
 	return released;
 }
 

@@ -197,7 +197,9 @@ extern bool rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep,
 extern bool rl_trim_quietly(int n, LocalLock **locks, const int32 *keep,
 							int64 *before);
 extern bool rl_settle_locks(int n, LocalLock **locks, bool quiet);
+extern void rl_settle_lock(LocalLock *ll);
 extern void rl_hand_unsettled_to_worker(void);
+extern bool rl_release_delayed(int n, LocalLock **locks);
 extern void rl_settle(bool quiet);
 extern RLReply *rl_eval_one(const RLEval *e, RLOp op,
 							const char *name, LocalLock *pending);
@@ -214,8 +216,17 @@ extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,
 						   int64 lease_ms, const Attempt *a);
 
 /* wait.c */
+
+/*
+ * How long a request of a wait may outlive the wait's deadline: the
+ * attempt in flight when it comes, the give-up of a fair waiter's place.
+ */
+#define RL_WAIT_OVERRUN_MS 100
+
 extern bool rl_wait(const RLWait *w, const RLAcquireRequest *req,
 					Attempt *a);
+extern bool rl_wait_call(const RLAcquireRequest *req, const char *timeout_msg,
+						 bool (*take) (void *arg), void *arg);
 
 /* rwlock.c */
 #define rwlock_channel_key(name) rl_prefixed_key("redisson_rwlock", (name))

@@ -123,8 +123,9 @@ confirm_on_replicas(MultiLock *m, const RLReply *wait)
 
 /* All on one node: one script, and a wait on every name's channel. */
 static bool
-take_at_once(MultiLock *m)
+take_at_once(void *arg)
 {
+	MultiLock  *m = arg;
 	Attempt		a;
 	RLWait		w;
 	const char **channels = palloc(sizeof(char *) * m->n);
@@ -240,8 +241,9 @@ all_renewed(MultiLock *m)
  * the end.
  */
 static bool
-take_in_order(MultiLock *m)
+take_in_order(void *arg)
 {
+	MultiLock  *m = arg;
 	RLAcquireRequest one = *m->req;
 	volatile TimestampTz deadline = DT_NOEND;
 	volatile int taken = 0;
@@ -349,10 +351,12 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 				rl_registry_attempt(m.locks[nlocks]->slot,
 									m.locks[nlocks]->generation, m.lease_ms);
 		}
-		if (rl_mode() != RL_MODE_CLUSTER || rl_same_slot(n, names))
-			taken = take_at_once(&m);
-		else
-			taken = take_in_order(&m);
+		for (int i = 0; i < n; i++)
+			rl_settle_lock(m.locks[i]);
+		taken = rl_wait_call(req,
+							 psprintf("could not obtain Redis lock \"%s\"", req->name),
+							 rl_mode() != RL_MODE_CLUSTER || rl_same_slot(n, names) ?
+							 take_at_once : take_in_order, &m);
 	}
 	PG_CATCH();
 	{

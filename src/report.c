@@ -94,6 +94,7 @@ static const char *const failure_message[] = {
 	[RLF_PROTOCOL] = "invalid reply from Redis server \"%s\"",
 	[RLF_FAILOVER] = "Redis server \"%s\" is failing over",
 	[RLF_CLUSTER] = "%s could not serve the request",
+	[RLF_MIGRATING] = "%s could not serve the request",
 	[RLF_MAJORITY] = "too few of %s answered",
 	[RLF_DENIED] = "Redis server \"%s\" refused a command redislock needs",
 };

@@ -47,6 +47,13 @@ static bool cluster_unanswered = false; /* a node that may have received a
 										 * request of the last rl_run() failed */
 static uint64 cluster_generation = 0;
 
+/*
+ * Until when a request whose slot is migrating (TRYAGAIN) is tried again:
+ * the end of the wait under way (rl_route_wait_out), else 0 and only
+ * command_timeout.
+ */
+static TimestampTz migration_patience = 0;
+
 /* CRC16-CCITT (XMODEM), as Redis Cluster hashes keys. */
 static uint16
 crc16(const char *buf, size_t len)
@@ -77,6 +84,12 @@ key_slot(const char *key)
 			return crc16(open + 1, close - open - 1) % CLUSTER_SLOTS;
 	}
 	return crc16(key, len) % CLUSTER_SLOTS;
+}
+
+int
+rl_route_slot(const char *key)
+{
+	return key_slot(key);
 }
 
 RLMode
@@ -339,9 +352,9 @@ refresh_map(void)
 		share = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											Max(rl_command_timeout / ncluster_nodes,
 												MIN_NODE_SHARE_MS));
-		old = rl_limit_waits_until(Min(until, share));
+		old = rl_limit_waits(Min(until, share));
 		ok = rl_exec(c, 2, cmds, replies);
-		rl_restore_wait_limit(old);
+		rl_unlimit_waits(old);
 		if (!ok)
 		{
 			failed_on(c);
@@ -567,16 +580,23 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 				next[left++] = *pd;
 			}
 			else if (r->type == REDIS_REPLY_ERROR &&
-					 (strncmp(r->str, "TRYAGAIN", 8) == 0 ||
-					  strncmp(r->str, "CLUSTERDOWN", 11) == 0))
+					 strncmp(r->str, "TRYAGAIN", 8) == 0)
+			{
+				rl_fail_on(&rl_cmd_conn, RLF_MIGRATING, rl_server_desc(),
+						   "Hash slot %d is migrating between cluster nodes: %s",
+						   pd->slot, r->str);
+				next[left++] = *pd;
+				*retry_later = true;
+			}
+			else if (r->type == REDIS_REPLY_ERROR &&
+					 strncmp(r->str, "CLUSTERDOWN", 11) == 0)
 			{
 				rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),
 						   "Hash slot %d cannot be served now: %s",
 						   pd->slot, r->str);
 				next[left++] = *pd;
 				*retry_later = true;
-				if (r->str[0] == 'C')
-					map_loaded = false;
+				map_loaded = false;
 			}
 			else
 				for (int c = 0; c < pd->ncmds; c++)
@@ -589,11 +609,29 @@ cluster_round(int npending, Pending *pending, const RLCommand *cmds,
 }
 
 /*
+ * Sets when the wait under way ends (0: no wait): until then a slot in
+ * migration is waited out, not only for command_timeout. Returns the value
+ * it replaces, for the caller to restore.
+ */
+TimestampTz
+rl_route_wait_out(TimestampTz until)
+{
+	TimestampTz previous = migration_patience;
+
+	migration_patience = until;
+	return previous;
+}
+
+/*
  * Runs cmds on the cluster, each on the node serving keys[i], following
  * MOVED and ASK, and retrying every RETRY_MS while nodes fail over or the
- * cluster is down, until redislock.command_timeout. A command whose key is
- * NULL rides with the command before it: same node, same pipeline, and
- * sent again with it whenever that one is redirected or retried.
+ * cluster is down, until redislock.command_timeout. A slot in migration
+ * (TRYAGAIN) is waited out until the end of a wait under way (see
+ * rl_route_wait_out): command_timeout then counts from the last round that
+ * met only the migration, so any other failure still ends it. A command
+ * whose key is NULL rides with the command before it: same node, same
+ * pipeline, and sent again with it whenever that one is redirected or
+ * retried.
  */
 static bool
 cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **replies)
@@ -629,6 +667,9 @@ cluster_exec(int n, const RLCommand *cmds, const char *const *keys, RLReply **re
 		npending = left;
 		if (npending == 0)
 			return true;
+		/* while a wait lasts, a round that met only a migration is not counted */
+		if (rl_cmd_conn.failure == RLF_MIGRATING && migration_patience != 0)
+			until = Max(until, Min(rl_command_deadline(), migration_patience));
 		if (GetCurrentTimestamp() + RETRY_MS * 1000 >= until)
 			return rl_cmd_conn.failure != RLF_NONE ? false :
 				rl_fail_on(&rl_cmd_conn, RLF_CLUSTER, rl_server_desc(),

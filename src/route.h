@@ -38,6 +38,8 @@ extern bool rl_same_slot(int n, const char *const *keys);
 extern bool rl_route_channel(const char *channel, RLNode *node, bool *sharded);
 extern void rl_route_forget_map(void);
 extern bool rl_route_node_in_map(const RLNode *node);
+extern TimestampTz rl_route_wait_out(TimestampTz until);
+extern int	rl_route_slot(const char *key);
 
 /* fanout.c: the Redlock masters */
 extern int	rl_redlock_size(void);

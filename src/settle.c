@@ -11,6 +11,7 @@
 #include <hiredis/hiredis.h>
 
 #include "utils/hsearch.h"
+#include "utils/timestamp.h"
 
 #include "cleanup.h"
 #include "conn.h"
@@ -149,6 +150,9 @@ rl_trim_in_redis(int n, LocalLock **locks, const int32 *keep, int64 *before,
  * Brings Redis in line with the local table for n locks. From SQL calls
  * (quiet = false) a failure is an ERROR, as the call needs Redis anyway; from
  * cleanup paths it is logged and the locks stay marked for a later try.
+ * A cluster slot in migration is no ERROR: the locks go to the worker,
+ * which settles them when the slot settles (a call about one of them
+ * settles it first: rl_settle_lock).
  */
 bool
 rl_settle_locks(int n, LocalLock **locks, bool quiet)
@@ -160,6 +164,11 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 		keep[i] = total_holds(locks[i]);
 	if (n > 0 && !rl_trim_in_redis(n, locks, keep, before, quiet))
 	{
+		if (!quiet && rl_release_delayed(n, locks))
+		{
+			rl_hand_unsettled_to_worker();
+			return false;
+		}
 		if (!quiet)
 			rl_report(&rl_cmd_conn, ERROR);
 		ereport(WARNING,
@@ -177,8 +186,28 @@ rl_settle_locks(int n, LocalLock **locks, bool quiet)
 }
 
 /*
+ * Settles lock ll before a call acquires it, if it is dirty or may still
+ * stand in a queue; a failure is an ERROR. Whatever was left to the worker
+ * must reach Redis before the call's own request.
+ */
+void
+rl_settle_lock(LocalLock *ll)
+{
+	int32		keep = total_holds(ll);
+	int64		before;
+
+	if (!ll->dirty && !ll->queued)
+		return;
+	if (!rl_trim_in_redis(1, &ll, &keep, &before, false))
+		rl_report(&rl_cmd_conn, ERROR);
+	rl_set_flags(ll, false, false);
+}
+
+/*
  * Settles every lock of this session that is dirty or may still be queued;
  * from SQL calls, also deletes a wait-for edge an ended wait left behind.
+ * From SQL calls a lock handed to the worker is left to it while its
+ * request is under way (a call about that lock waits for it: rl_settle_lock).
  */
 void
 rl_settle(bool quiet)
@@ -195,8 +224,15 @@ rl_settle(bool quiet)
 	locks = palloc(sizeof(LocalLock *) * Max(hash_get_num_entries(rl_local_locks), 1));
 	hash_seq_init(&seq, rl_local_locks);
 	while ((ll = hash_seq_search(&seq)) != NULL)
-		if (ll->dirty || ll->queued)
-			locks[n++] = ll;
+	{
+		if (!ll->dirty && !ll->queued)
+			continue;
+		/* one the worker is settling right now stays its own */
+		if (!quiet && ll->unsettled &&
+			!rl_registry_begin_io(ll->slot, ll->generation, GetCurrentTimestamp()))
+			continue;
+		locks[n++] = ll;
+	}
 	(void) rl_settle_locks(n, locks, quiet);
 }
 
@@ -220,6 +256,29 @@ rl_hand_unsettled_to_worker(void)
 			rl_registry_set_unsettled(ll->slot, ll->generation);
 			ll->unsettled = true;
 		}
+}
+
+/*
+ * After a trim of n locks (a release, a settle) failed: whether only
+ * because a cluster slot is migrating (TRYAGAIN past command_timeout). The
+ * caller then goes on as if Redis had answered, and once it has published
+ * what remains hands the locks, still dirty, to the worker
+ * (rl_hand_unsettled_to_worker), which trims Redis to that when the slot
+ * settles: a hold given back is never renewed again, so never reported
+ * lost.
+ */
+bool
+rl_release_delayed(int n, LocalLock **locks)
+{
+	if (rl_cmd_conn.failure != RLF_MIGRATING)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (locks[i]->slot < 0)
+			return false;
+	ereport(DEBUG1,
+			(errmsg_internal("redislock release handed to the worker"),
+			 errdetail_internal("%s", rl_failure_text(&rl_cmd_conn))));
+	return true;
 }
 
 typedef struct Trim

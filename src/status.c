@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "lock_int.h"
+#include "registry.h"
 #include "route.h"
 #include "scripts.h"
 
@@ -69,6 +70,39 @@ parse_status(const RLReply *r, const char *name, RLStatus *st)
 }
 
 /*
+ * status.lua's reply about name on the single server or the cluster. While
+ * the lock's cluster slot is migrating its keys may sit on two nodes, and
+ * no script can read them all (TRYAGAIN): then the lock's hash alone is
+ * read, where the cluster sends it, and a NOTICE names the slot.
+ */
+static RLReply *
+status_reply(const char *name)
+{
+	RLEval		e;
+	RLReply    *r;
+
+	status_eval(&e, name);
+	if (!rl_run(1, &e, &r))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		if (rl_cmd_conn.failure != RLF_MIGRATING)
+			rl_report(&rl_cmd_conn, ERROR);
+		ereport(NOTICE,
+				(errmsg("hash slot %d of Redis lock \"%s\" is migrating between cluster nodes",
+						rl_route_slot(name), name),
+				 errdetail("Its holders and lease are reported; its queue length (0) and fencing token (NULL) are not read until the slot settles.")));
+		e.nkeys = 1;
+		return rl_eval_one(&e, RL_OP_STATUS, name, NULL);
+	}
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_reply_error(r, RL_OP_STATUS, name);
+	}
+	return r;
+}
+
+/*
  * Every Redlock master's view of a lock (one row per master). Outside
  * Redlock, the single view of the server or cluster.
  */
@@ -86,7 +120,7 @@ rl_lock_node_status(const char *name, RLNodeStatus **out)
 	{
 		nodes = palloc0(sizeof(RLNodeStatus));
 		nodes[0].node = rl_server_desc();
-		parse_status(rl_eval_one(&e, RL_OP_STATUS, name, NULL), name, &nodes[0].st);
+		parse_status(status_reply(name), name, &nodes[0].st);
 		*out = nodes;
 		return 1;
 	}
@@ -175,14 +209,11 @@ redlock_status(const char *name, RLStatus *st)
 void
 rl_lock_status(const char *name, RLStatus *st)
 {
-	RLEval		e;
-
 	if (rl_mode() == RL_MODE_REDLOCK)
 	{
 		redlock_status(name, st);
 		return;
 	}
 	rl_settle(false);
-	status_eval(&e, name);
-	parse_status(rl_eval_one(&e, RL_OP_STATUS, name, NULL), name, st);
+	parse_status(status_reply(name), name, st);
 }

@@ -26,6 +26,31 @@
 #include "wakeup.h"
 
 /*
+ * The deadline of the acquisition call under way (rl_wait_call), else
+ * DT_NOEND: a wait inside it ends then at the latest.
+ */
+static TimestampTz call_deadline = DT_NOEND;
+
+/*
+ * When a wait of req begun at start must end, if ever; *by_lock_timeout
+ * says whether lock_timeout set it (wait => NULL).
+ */
+static TimestampTz
+wait_deadline(const RLAcquireRequest *req, TimestampTz start,
+			  bool *by_lock_timeout)
+{
+	*by_lock_timeout = false;
+	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
+		return TimestampTzPlusMilliseconds(start, req->wait_ms);
+	if (req->wait_ms < 0 && LockTimeout > 0)
+	{
+		*by_lock_timeout = true;
+		return TimestampTzPlusMilliseconds(start, LockTimeout);
+	}
+	return DT_NOEND;
+}
+
+/*
  * When to retry if no unlock message comes: when the holder's lease runs
  * out (only the queue head can use that in fair mode), at the latest when
  * our place (fair queue entry, waiting writer's mark) needs renewing, and
@@ -191,8 +216,8 @@ bool
 rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 {
 	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz deadline = DT_NOEND;
-	bool		by_lock_timeout = false;
+	TimestampTz deadline;
+	bool		by_lock_timeout;
 	bool		redlock = rl_mode() == RL_MODE_REDLOCK;
 	volatile bool acquired = false;
 	TimestampTz check_at;
@@ -200,13 +225,7 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 	MemoryContext round = AllocSetContextCreate(caller, "redislock wait round",
 												ALLOCSET_DEFAULT_SIZES);
 
-	if (req->wait_ms > 0 && req->wait_ms < RL_MAX_LEASE_MS)
-		deadline = TimestampTzPlusMilliseconds(start, req->wait_ms);
-	else if (req->wait_ms < 0 && LockTimeout > 0)
-	{
-		deadline = TimestampTzPlusMilliseconds(start, LockTimeout);
-		by_lock_timeout = true;
-	}
+	deadline = Min(wait_deadline(req, start, &by_lock_timeout), call_deadline);
 
 	check_at = rl_deadlock_wait_begin(&w->wait_for, start);
 	PG_TRY();
@@ -290,4 +309,82 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 				 errmsg_internal("%s", w->timeout_msg),
 				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
 	return acquired;
+}
+
+/*
+ * Runs take(arg), an acquisition call of req that may wait (its first
+ * attempt, its wait, what it does once taken), so that it ends at its wait
+ * time whatever a server does: no request it sends may outlive the
+ * deadline by more than RL_WAIT_OVERRUN_MS (the last attempt, a give-up).
+ * A cluster slot in migration is waited out meanwhile, not an error. A
+ * Redis failure at or past the deadline (a request still in flight, a
+ * slot still migrating) ends the call as its wait would have ended: false,
+ * or lock_timeout's ERROR. Whatever the cut-off request left undecided is
+ * marked dirty by those who sent it, and settled by this session's next
+ * call or by the worker, so nothing stays held that the call did not take.
+ * Without a deadline (no wait, or an endless one) take() runs as it is,
+ * each request bounded by command_timeout.
+ */
+bool
+rl_wait_call(const RLAcquireRequest *req, const char *timeout_msg,
+			 bool (*take) (void *arg), void *arg)
+{
+	bool		by_lock_timeout;
+	TimestampTz deadline = wait_deadline(req, GetCurrentTimestamp(),
+										 &by_lock_timeout);
+	TimestampTz outer_deadline = call_deadline;
+	TimestampTz limit;
+	TimestampTz patience;
+	MemoryContext caller = CurrentMemoryContext;
+	int			holdoff = InterruptHoldoffCount;
+	int			cancel_holdoff = QueryCancelHoldoffCount;
+	volatile bool taken = false;
+	ErrorData  *edata = NULL;
+
+	if (req->wait_ms == 0 || deadline == DT_NOEND)
+		return take(arg);
+	deadline = Min(deadline, outer_deadline);
+	limit = rl_limit_waits(TimestampTzPlusMilliseconds(deadline,
+													   RL_WAIT_OVERRUN_MS));
+	patience = rl_route_wait_out(rl_waits_limit());
+	call_deadline = deadline;
+	PG_TRY();
+	{
+		taken = take(arg);
+	}
+	PG_CATCH();
+	{
+		rl_unlimit_waits(limit);
+		(void) rl_route_wait_out(patience);
+		call_deadline = outer_deadline;
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+
+		/* only a Redis failure the deadline caused; cancel, bad input go on */
+		if (edata->elevel != ERROR || GetCurrentTimestamp() < deadline ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION)
+			PG_RE_THROW();
+		FlushErrorState();
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
+	}
+	PG_END_TRY();
+	rl_unlimit_waits(limit);
+	(void) rl_route_wait_out(patience);
+	call_deadline = outer_deadline;
+	if (edata == NULL)
+		return taken;
+	rl_stat_add(RL_STAT_TIMEOUTS, 1);
+	ereport(DEBUG1,
+			(errmsg_internal("redislock wait ended at its deadline with a request unanswered"),
+			 edata->detail != NULL ?
+			 errdetail_internal("%s: %s", edata->message, edata->detail) :
+			 errdetail_internal("%s", edata->message)));
+	FreeErrorData(edata);
+	if (by_lock_timeout)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg_internal("%s", timeout_msg),
+				 errdetail("lock_timeout (%d ms) expired while waiting.", LockTimeout)));
+	return false;
 }

@@ -15,7 +15,6 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
 #include <hiredis/hiredis.h>
 
 #include "miscadmin.h"
@@ -173,19 +172,16 @@ by_lapse(const void *a, const void *b)
 	return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/* Holds the round trips that follow to lapse (DT_NOEND: no limit). */
+/*
+ * Holds the round trips that follow to lapse (DT_NOEND: no limit), in
+ * place of the limit set before; the worker sets none of its own otherwise.
+ */
 static void
 limit_to_lapse(TimestampTz lapse)
 {
-	int64		ms;
-
-	if (lapse == DT_NOEND)
-	{
-		rl_limit_waits(0);
-		return;
-	}
-	ms = Max((lapse - GetCurrentTimestamp()) / 1000, 0) + LAPSE_SLACK_MS;
-	rl_limit_waits((int) Min(ms, INT_MAX));
+	rl_unlimit_waits(0);
+	if (lapse != DT_NOEND)
+		(void) rl_limit_waits(TimestampTzPlusMilliseconds(lapse, LAPSE_SLACK_MS));
 }
 
 /*
@@ -493,7 +489,7 @@ run_cycle(void)
 	rl_registry_cycle_begin();
 	limit_to_lapse(next_lapse);
 	resent = resend_retained();
-	rl_limit_waits(0);
+	rl_unlimit_waits(0);
 	n = rl_registry_snapshot(&copies);
 	due = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
 	orphans = palloc(sizeof(RLSlotCopy *) * Max(n, 1));
@@ -586,7 +582,7 @@ run_cycle(void)
 		ok = release_slots(orphans, norphans, false);
 	if (ok && nunsettled > 0)
 		ok = release_slots(unsettled, nunsettled, true);
-	rl_limit_waits(0);
+	rl_unlimit_waits(0);
 	next_lapse = first_lapse;
 	ok = ok && resent;
 	note_redis(ok);

@@ -88,10 +88,12 @@ settle_locks_quietly(int n, LocalLock **locks)
 	MemoryContext old;
 	int			holdoff = InterruptHoldoffCount;
 	int			cancel_holdoff = QueryCancelHoldoffCount;
+	TimestampTz limit;
 
 	HOLD_INTERRUPTS();
 	old = MemoryContextSwitchTo(rl_cleanup_context);
-	rl_limit_waits(CLEANUP_MS);
+	limit = rl_limit_waits(TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   CLEANUP_MS));
 	PG_TRY();
 	{
 		(void) rl_settle_locks(n, locks, true);
@@ -113,7 +115,7 @@ settle_locks_quietly(int n, LocalLock **locks)
 				 errhint("They are released on the next call of this session, by the redislock worker, or expire when their lease ends.")));
 	}
 	PG_END_TRY();
-	rl_limit_waits(0);
+	rl_unlimit_waits(limit);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(rl_cleanup_context);
 	if (!proc_exit_inprogress)
