@@ -15,7 +15,8 @@
 #   --seed S      replay: every worker, client and the fault driver draw the
 #                 same decisions (timing, so the interleaving, still differs)
 #   --faults LIST all (default), none, or a comma list of listener, pubsub,
-#                 pause, stop-holder, stop-watchdog, restart
+#                 pause, stop-holder, stop-watchdog, restart, reentry,
+#                 release-error
 #   --prime       each new session's first redislock call is a lock taken and
 #                 released at once (keeps first-call defects out of the way)
 #   --no-build    do not build and install (make; make install, no clean)
