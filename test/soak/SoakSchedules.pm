@@ -118,6 +118,21 @@ sub backed_names
 	return @have;
 }
 
+# who Redis says holds the round's names (the hash fields), for reports
+sub redis_holders
+{
+	my ($self, $r) = @_;
+	my @out;
+	for my $n (names_of($r->{kind}))
+	{
+		next if $r->{kind} eq 'permit';
+		my $t = $self->{lcmd}->('TYPE', $n);
+		my @f = $t eq 'hash' ? grep { $_ ne 'mode' } keys %{ { @{ $self->{lcmd}->('HGETALL', $n) } } } : ();
+		push @out, "$n: " . (join(' ', sort @f) || 'nobody');
+	}
+	return join('; ', @out) || 'permit ids not shown';
+}
+
 # this session's rows of the round's names: "name=state" each
 sub rows_of
 {
@@ -303,6 +318,7 @@ sub take_b
 		my ($v) = $b->try($sql);
 		$took = defined $v && $v ne 'f';
 	}
+	$r->{b_took} = $took;
 	return $took;
 }
 
@@ -332,7 +348,16 @@ sub reenter
 		my $owner = $r->{kind} eq 'permit' ? $v : $r->{a_owner};
 		my @have = $self->backed_names($r->{kind}, $owner);
 		my @names = names_of($r->{kind});
-		if (@have < @names)
+		if (@have < @names && $r->{b_took})
+		{
+			# the other client took the lock before this call and holds it
+			# still: no loss can come after the call to excuse the answer
+			$self->{violation}->('reentry', sprintf('%s %s (loss %s, %s taker): the %s re-entry of PID %d (lease %s, wait %s) returned true '
+					. 'while the %s taker held the lock since before the call; Redis: %s; redis_locks: %s', $r->{sched}, $r->{kind},
+					$r->{loss}, $r->{taker}, $what, $r->{a_pid}, $lease, $wait, $r->{taker}, $self->redis_holders($r),
+					join(' ', $self->rows_of($r))));
+		}
+		elsif (@have < @names)
 		{
 			# not backed: only right if the session sees the loss in time
 			push @{ $r->{unbacked} }, { what => "$what re-entry (lease $lease, wait $wait)", at => time(),
