@@ -48,6 +48,10 @@ sub new
 # keys that persist by design (the end-of-run leftover check allows them)
 sub persistent_keys { return ("${Z}S", "${Z}P"); }
 
+# what --round may fix, and the values it may take
+our %FIXABLE = (kind => [@RELERR_KINDS], loss => [qw(force delete lapse)], taker => [qw(sql redisson)],
+	both => [ 0, 1 ]);
+
 # how long a confirmed loss may go unreported: one renewal period and slack
 sub bound { my ($self) = @_; return $self->{renew_s} + $self->{slack_s}; }
 # how long two rows may say 'held' (2 s less: the rounds look once the
@@ -165,7 +169,8 @@ sub force_loss
 
 # --- rounds ---------------------------------------------------------------------------
 # Draws every decision of a round at once (the same numbers whatever happens)
-# and builds its steps.  Returns a description for the driver's log.
+# and builds its steps; %fix overrides decisions (kind, loss, taker, both).
+# Returns a description for the driver's log.
 sub start
 {
 	my ($self, $sched, $rng, %fix) = @_;
@@ -179,11 +184,14 @@ sub start
 	$r{pause}  = $rng->between(0, 4);        # before the lease-less re-entry
 	$r{both}   = $rng->float < 0.5;          # multi: the taker takes both names
 	$r{longer_wait} = $rng->float < 0.3 ? "'0.2 s'" : "'0'";
+	# decisions fixed by hand (soak.pl --round), after the draws: the
+	# stream goes on as it would (a semaphore has no lease to re-enter with)
+	delete $fix{kind} if $sched eq 'reentry' && ($fix{kind} // '') eq 'sem';
+	%r = (%r, %fix);
 	# a release error needs a hold that is still there
 	$r{loss} = 'force' if $r{loss} eq 'lapse' && $sched ne 'reentry';
-	# multi-locks, xact locks and permits are taken by a SQL session
+	# Redisson has no multi-lock or transaction scope here
 	$r{taker} = 'sql' if $r{kind} =~ /^(multi|xact|sem)$/;
-	%r = (%r, %fix);    # a round chosen by hand (debugging a schedule)
 	$r{i} = 0;
 	$r{at} = 0;
 	$r{steps} = $sched eq 'reentry' ? $self->reentry_steps : $self->relerr_steps;

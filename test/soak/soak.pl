@@ -54,7 +54,7 @@ my %FAULT_KINDS = map { $_ => 1 } qw(listener pubsub pause stop-holder stop-watc
 # force-release: a held exclusive lock deleted under its holder
 # (redis_lock_force_release), so that the exclusion check must fire
 my %CONTROL_KINDS = ('stop-listener' => 1, 'force-release' => 1);
-my ($MINUTES, $SEED, $FAULTS, $SQL_N, $JAVA_N, $PRIME) = (3, undef, 'all', 8, 3, 0);
+my ($MINUTES, $SEED, $FAULTS, $SQL_N, $JAVA_N, $PRIME, $ROUND) = (3, undef, 'all', 8, 3, 0, '');
 GetOptions(
 	'minutes=f' => \$MINUTES,
 	'seed=i'    => \$SEED,
@@ -62,7 +62,18 @@ GetOptions(
 	'sql=i'     => \$SQL_N,
 	'java=i'    => \$JAVA_N,
 	'prime!'    => \$PRIME,
-) or die "usage: soak.pl --minutes N [--seed S] [--faults all|none|k1,k2] [--sql N] [--java N] [--prime]\n";
+	'round=s'   => \$ROUND,
+) or die "usage: soak.pl --minutes N [--seed S] [--faults all|none|k1,k2] [--sql N] [--java N] [--prime] [--round k=v,...]\n";
+# --round kind=lock,loss=force,taker=sql: every reentry / release-error
+# round takes these decisions (the others are drawn as usual)
+my %ROUND_FIX;
+for my $kv (split /,/, $ROUND)
+{
+	my ($k, $v) = split /=/, $kv, 2;
+	die "soak: --round: '$kv' is not one of " . join(', ', map { "$_=" . join('|', @{ $SoakSchedules::FIXABLE{$_} }) } sort keys %SoakSchedules::FIXABLE) . "\n"
+	  unless defined $v && $SoakSchedules::FIXABLE{$k} && grep { $_ eq $v } @{ $SoakSchedules::FIXABLE{$k} };
+	$ROUND_FIX{$k} = $v;
+}
 $SEED //= int(time() * 1000) % 2147483647;
 my %fault_on;
 if ($FAULTS eq 'all') { %fault_on = %FAULT_KINDS; }
@@ -79,7 +90,8 @@ $| = 1;
 say "soak: seed $SEED (replay: --seed $SEED; the same decisions per worker, client and fault "
   . "driver, but timing and so the interleaving differ)\n";
 say "soak: $MINUTES min, $SQL_N SQL workers, $JAVA_N Redisson clients, faults: "
-  . (join(',', sort keys %fault_on) || 'none') . ($PRIME ? ', sessions primed' : '') . "\n";
+  . (join(',', sort keys %fault_on) || 'none') . ($PRIME ? ', sessions primed' : '')
+  . ($ROUND ? ", rounds fixed to $ROUND" : '') . "\n";
 srand($SEED);
 
 # --- settings (the bounds below are stated in test/soak/README.md) --------------------
@@ -950,7 +962,7 @@ sub fault_step
 	if ($kind eq 'reentry' || $kind eq 'release-error')
 	{
 		$fault->{sched} = 1;
-		note("round: " . $sched->start($kind, $srng));
+		note("round: " . $sched->start($kind, $srng, %ROUND_FIX));
 	}
 	elsif ($kind eq 'listener')
 	{
