@@ -9,15 +9,21 @@
 # (one run = one check, as test/faults/run.sh counts its runs).
 #
 # Usage: bash test/soak/run.sh [--minutes N] [--seed S] [--faults LIST]
-#                              [--prime] [--no-deps] [--no-build | --installed]
+#                              [--prime] [--round SPEC] [--no-deps]
+#                              [--no-build | --installed]
 #   --minutes N   how long the operations run (default 3; the ending and the
 #                 final checks take up to about 2 more minutes)
 #   --seed S      replay: every worker, client and the fault driver draw the
 #                 same decisions (timing, so the interleaving, still differs)
 #   --faults LIST all (default), none, or a comma list of listener, pubsub,
-#                 pause, stop-holder, stop-watchdog, restart
+#                 pause, stop-holder, stop-watchdog, restart, reentry,
+#                 release-error
 #   --prime       each new session's first redislock call is a lock taken and
 #                 released at once (keeps first-call defects out of the way)
+#   --round SPEC  fix decisions of every reentry / release-error round, e.g.
+#                 kind=lock,loss=force,taker=redisson (kind lock|fair|xact|
+#                 read|write|multi|permit|sem, loss force|delete|lapse,
+#                 taker sql|redisson, both 0|1); the rest is drawn
 #   --no-build    do not build and install (make; make install, no clean)
 #   --installed   test the redislock installed into that PostgreSQL: no build,
 #                 and fail at once if it is not installed
@@ -32,7 +38,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-MINUTES=3 SEED='' FAULTS=all PRIME=0 DO_DEPS=1 DO_BUILD=1 INSTALLED=0
+MINUTES=3 SEED='' FAULTS=all PRIME=0 ROUND='' DO_DEPS=1 DO_BUILD=1 INSTALLED=0
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -40,6 +46,7 @@ while [ $# -gt 0 ]; do
         --seed) SEED=${2:?--seed needs a value}; shift ;;
         --faults) FAULTS=${2:?--faults needs a value}; shift ;;
         --prime) PRIME=1 ;;
+        --round) ROUND=${2:?--round needs a value}; shift ;;
         --no-deps) DO_DEPS=0 ;;
         --no-build) DO_BUILD=0 ;;
         --installed) DO_BUILD=0 INSTALLED=1 ;;
@@ -129,6 +136,7 @@ log "work dir $WORK (servers run as $RUN_USER)"
 args=(--minutes "$MINUTES" --faults "$FAULTS" --sql "${REDISLOCK_SOAK_SQL:-8}" --java "${REDISLOCK_SOAK_JAVA:-3}")
 [ -n "$SEED" ] && args+=(--seed "$SEED")
 [ "$PRIME" = 1 ] && args+=(--prime)
+[ -n "$ROUND" ] && args+=(--round "$ROUND")
 # TESTDIR for PostgreSQL 15's PostgreSQL::Test::Utils, TESTDATADIR and
 # TESTLOGDIR for 16's and later
 env=(PATH="$PGBIN:$PATH" TESTDIR="$WORK" PG_REGRESS="$PG_REGRESS"

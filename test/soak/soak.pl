@@ -14,13 +14,18 @@
 #     disconnect;
 #   - a fault driver (one fault at a time, at random times): listener
 #     terminated, CLIENT KILL TYPE pubsub, CLIENT PAUSE, SIGSTOP/SIGCONT of a
-#     holder backend and of the watchdog worker, Redis restarted (AOF on).
+#     holder backend and of the watchdog worker, Redis restarted (AOF on),
+#     and the scripted rounds of SoakSchedules.pm: a hold lost and re-entered
+#     with varying leases, a release meeting an error reply.
 # Invariants, checked online and at the end (see test/soak/README.md):
 #   exclusion of exclusive holders on a fenced resource (a second Redis that
 #   no fault touches), fencing tokens increasing, readers never see a
 #   writer's half-written state, never more semaphore / permit holders than
 #   permits, no lost wake-up, waiters' memory flat, no statement hung, no
-#   crash in the server log, nothing left in Redis or redis_locks at the end.
+#   crash in the server log, nothing left in Redis or redis_locks at the end;
+#   and the schedules' (SoakSchedules.pm): a true re-entry backed by Redis, a
+#   confirmed loss reported in time, never two sessions holding one exclusive
+#   lock in redis_locks for long, nothing left in Redis that SQL released.
 #
 # Output: the seed first, then progress, a closing summary, and the line
 #   soak-driver: N violations
@@ -40,15 +45,16 @@ use Time::HiRes qw(time sleep);
 use RedisLockTest;
 use FakeRedisson;
 use SoakRng;
+use SoakSchedules;
 
 # --- options ----------------------------------------------------------------------
-my %FAULT_KINDS = map { $_ => 1 } qw(listener pubsub pause stop-holder stop-watchdog restart);
+my %FAULT_KINDS = map { $_ => 1 } qw(listener pubsub pause stop-holder stop-watchdog restart reentry release-error);
 # a control, not in "all": the listener stopped for 8 s without the lost
 # wake-up check being told, so that the check must fire (it can fail)
 # force-release: a held exclusive lock deleted under its holder
 # (redis_lock_force_release), so that the exclusion check must fire
 my %CONTROL_KINDS = ('stop-listener' => 1, 'force-release' => 1);
-my ($MINUTES, $SEED, $FAULTS, $SQL_N, $JAVA_N, $PRIME) = (3, undef, 'all', 8, 3, 0);
+my ($MINUTES, $SEED, $FAULTS, $SQL_N, $JAVA_N, $PRIME, $ROUND) = (3, undef, 'all', 8, 3, 0, '');
 GetOptions(
 	'minutes=f' => \$MINUTES,
 	'seed=i'    => \$SEED,
@@ -56,7 +62,18 @@ GetOptions(
 	'sql=i'     => \$SQL_N,
 	'java=i'    => \$JAVA_N,
 	'prime!'    => \$PRIME,
-) or die "usage: soak.pl --minutes N [--seed S] [--faults all|none|k1,k2] [--sql N] [--java N] [--prime]\n";
+	'round=s'   => \$ROUND,
+) or die "usage: soak.pl --minutes N [--seed S] [--faults all|none|k1,k2] [--sql N] [--java N] [--prime] [--round k=v,...]\n";
+# --round kind=lock,loss=force,taker=sql: every reentry / release-error
+# round takes these decisions (the others are drawn as usual)
+my %ROUND_FIX;
+for my $kv (split /,/, $ROUND)
+{
+	my ($k, $v) = split /=/, $kv, 2;
+	die "soak: --round: '$kv' is not one of " . join(', ', map { "$_=" . join('|', @{ $SoakSchedules::FIXABLE{$_} }) } sort keys %SoakSchedules::FIXABLE) . "\n"
+	  unless defined $v && $SoakSchedules::FIXABLE{$k} && grep { $_ eq $v } @{ $SoakSchedules::FIXABLE{$k} };
+	$ROUND_FIX{$k} = $v;
+}
 $SEED //= int(time() * 1000) % 2147483647;
 my %fault_on;
 if ($FAULTS eq 'all') { %fault_on = %FAULT_KINDS; }
@@ -73,7 +90,8 @@ $| = 1;
 say "soak: seed $SEED (replay: --seed $SEED; the same decisions per worker, client and fault "
   . "driver, but timing and so the interleaving differ)\n";
 say "soak: $MINUTES min, $SQL_N SQL workers, $JAVA_N Redisson clients, faults: "
-  . (join(',', sort keys %fault_on) || 'none') . ($PRIME ? ', sessions primed' : '') . "\n";
+  . (join(',', sort keys %fault_on) || 'none') . ($PRIME ? ', sessions primed' : '')
+  . ($ROUND ? ", rounds fixed to $ROUND" : '') . "\n";
 srand($SEED);
 
 # --- settings (the bounds below are stated in test/soak/README.md) --------------------
@@ -165,6 +183,17 @@ sub note { say "soak: " . ts() . " $_[0]\n"; }
 obs()->query("SELECT redis_semaphore_try_set_permits('$SEM', $PERMITS)");
 obs()->query("SELECT redis_permit_try_set_permits('$PMT', $PERMITS)");
 $rc->cmd('FLUSHALL');
+
+# --- the scripted schedules (test/soak/SoakSchedules.pm) ------------------------------------------
+# reentry: a hold lost under its session, re-entered with longer leases and
+# then without one; release-error: a release that meets an error reply
+my %sched_n;    # what the rounds did, for the summary
+my $SCHED_SLACK_S = 9;    # a confirmed loss is reported within a renewal period and this
+my $sched = SoakSchedules->new(node => $node, redis => $redis, renew_s => $WATCHDOG_S / 3,
+	lease_s => $WATCHDOG_S, slack_s => $SCHED_SLACK_S, violation => \&violation, note => \&note,
+	lcmd => \&lcmd, obs => \&obs, count => \%sched_n);
+my $srng = SoakRng->new($SEED, 3);
+END { $sched->finish if $sched; }
 
 # --- the fenced resource ------------------------------------------------------------------------
 # own:<name>  the exclusive holder in its critical section ("who token")
@@ -437,7 +466,11 @@ sub count_err
 	# 40P01 cannot happen here: a worker holds one thing at a time and a
 	# one-node multi-lock holds nothing while it waits, so no cycle exists.
 	violation('false-deadlock', wid($w) . " $where: [$state] $err") if $state eq '40P01';
-	if ($state !~ /^(57014|55P03|08001|08006|57P01|25P02|08P01|57P02|57P03|XX000|08003|55000)$/ && $state ne '?')
+	# 38000 is a Redis error reply: while a release-error round holds Redis
+	# a replica, every write answers -READONLY
+	my $expected = '57014|55P03|08001|08006|57P01|25P02|08P01|57P02|57P03|XX000|08003|55000'
+	  . ($fault_on{'release-error'} ? '|38000' : '');
+	if ($state !~ /^($expected)$/ && $state ne '?')
 	{
 		note(wid($w) . " $where: unexpected error [$state] $err");
 	}
@@ -631,7 +664,10 @@ sub step_worker
 		if (defined $err)
 		{
 			count_err($w, "$op->{label} release", $err, $state);
-			if (!$s->{dbh} || !$s->{dbh}->ping) { reconnect($w); return; }
+			$ops{"$op->{label}:release_error"}++;
+			# a session whose release failed may still hold the lock (and
+			# renew it): ending it gives back whatever it holds
+			if (!$s->{dbh} || !$s->{dbh}->ping || !$op->{xact}) { reconnect($w); return; }
 			$s->try('ROLLBACK');
 		}
 		elsif ($op->{xact} == 0 && defined $v && $v eq 'f')
@@ -885,6 +921,12 @@ sub fault_step
 	}
 	if ($fault)
 	{
+		if ($fault->{sched})
+		{
+			$sched->step unless $ending;
+			$sched->finish if $ending;
+			return if $sched->busy;
+		}
 		return if $now < $fault->{until} && !$ending;
 		if ($fault->{kind} eq 'listener' && !$ending)
 		{
@@ -911,11 +953,18 @@ sub fault_step
 	$faults{$kind}++;
 	# stopping a holder or the watchdog does not touch wake-ups: the
 	# windows of the lost wake-up check go on through them
-	my $wake = $kind =~ /^(listener|pubsub|pause|restart)$/ ? 1 : 0;
+	# (nor do the schedules' rounds, on names of their own; but while a
+	# release meets -READONLY every other write is refused too)
+	my $wake = $kind =~ /^(listener|pubsub|pause|restart|release-error)$/ ? 1 : 0;
 	$fault = { kind => $kind, at => $now, until => $now, wake => $wake, gap => $gap };
 	note("fault: $kind" . ($kind =~ /^stop/ ? sprintf(' for %.1f s', $dur) : $kind eq 'pause' ? " for $ms ms" : ''));
 	$quiet_since = 9e9 if $wake;
-	if ($kind eq 'listener')
+	if ($kind eq 'reentry' || $kind eq 'release-error')
+	{
+		$fault->{sched} = 1;
+		note("round: " . $sched->start($kind, $srng, %ROUND_FIX));
+	}
+	elsif ($kind eq 'listener')
 	{
 		my $p = listener_pid();
 		if (!$p) { $faults{$kind}--; $faults{'listener(not running)'}++; $fault->{until} = $now; $fault->{pid} = -1; return; }
@@ -1177,6 +1226,7 @@ while (time() < $END_AT)
 	fault_step(0);
 	lull_step();
 	sample_wakeups();
+	$sched->two_holders(0);
 	mem_step();
 	if (time() >= $next_crash) { crash_check(); $next_crash = time() + 1; }
 	if (time() >= $next_report)
@@ -1240,7 +1290,8 @@ if ($viol_n{crash})
 		$t->close;
 	};
 }
-my $allowed = qr/^(redisson_lock_token:\{.*\}|\Q$SEM\E|\Q$PMT\E|\Q$LATCH\E)$/;
+my $allowed = join('|', map { quotemeta } $SEM, $PMT, $LATCH, SoakSchedules::persistent_keys());
+$allowed = qr/^(redisson_lock_token:\{.*\}|$allowed)$/;
 my @left;
 my $clean = RedisLockTest::wait_until(60, 'redis_locks empty and no lock-shaped key in Redis', sub {
 	my $rows = obs()->query('SELECT count(*) FROM redis_locks');
@@ -1285,6 +1336,7 @@ say sprintf("waiter memory: %d long waits sampled, end/start ratio max %.3f\n", 
 say "redis_lock_stats: " . join(' ', map { "$_=" . ($stats->{$_} // '') } sort keys %$stats) . "\n";
 say sprintf("lost wake-up check: %d waiter samples with the resource free and the listener up, longest %.2f s (bound %d s)\n",
 	$cover{samples} // 0, $cover{max} // 0, $WAKE_BOUND_S);
+say "schedule rounds: " . (join(' ', map { "$_=$sched_n{$_}" } sort keys %sched_n) || 'none') . "\n";
 say "critical sections entered: " . join(' ', map { "$_=$sections{$_}" } sort keys %sections) . "\n";
 say "violations: " . scalar(@viol) . (%viol_n ? ' (' . join(' ', map { "$_=$viol_n{$_}" } sort keys %viol_n) . ')' : '') . "\n";
 my $shown = 0;
