@@ -329,7 +329,9 @@ sub require_pg_cron
 {
 	my $why = pg_cron_missing();
 	return unless defined $why;
-	Test::More::diag("SKIPPED: $why (Debian: apt-get install postgresql-15-cron)");
+	my ($major) = `pg_config --version 2>/dev/null` =~ /PostgreSQL (\d+)/;
+	Test::More::diag("SKIPPED: $why (Debian: apt-get install postgresql-" . ($major // 'NN')
+		  . "-cron, where the suite has it)");
 	Test::More::plan(skip_all => $why);
 }
 
