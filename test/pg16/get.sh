@@ -85,7 +85,8 @@ got=$("$PGHOME/bin/pg_config" --version)
 # .txz of bin/, lib/ and share/).
 say "mvn dependency:get $ZONKY (dblink)"
 mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$TMP/m2" dependency:get \
-    -Dartifact="$ZONKY" -Dtransitive=false >&2
+    -Dartifact="$ZONKY" -Dtransitive=false > "$TMP/mvn.log" 2>&1 ||
+    { tail -n 20 "$TMP/mvn.log" >&2; say "mvn dependency:get $ZONKY failed"; exit 1; }
 jar=$(find "$TMP/m2" -name 'embedded-postgres-binaries-*.jar' | head -n 1)
 [ -n "$jar" ] || { say "mvn downloaded no $ZONKY"; exit 1; }
 mkdir -p "$TMP/zonky"
