@@ -51,6 +51,9 @@
 #                                counts (and names) of checks the caller ran first,
 #                                added to the closing line (.ci/run: package build,
 #                                lintian, install), so that one line counts all
+#   REDISLOCK_PRIOR_SKIPPED_NAMES  TAP files the caller's other runs skipped, one
+#                                "<file>: <reason>" a line, named in the summary
+#                                with this run's (.ci/run: the PostgreSQL 16 cell's)
 #   REDISLOCK_PGBIN=DIR          bin directory of the PostgreSQL to build against
 #                                and test with (default: that of the pg_config on
 #                                PATH, else the newest /usr/lib/postgresql/N/bin;
@@ -117,6 +120,10 @@ SKIPPED=0
 SKIPPED_NAMES=()
 # shellcheck disable=SC2206  # names are single words
 [ -n "${REDISLOCK_PRIOR_FAILED_NAMES:-}" ] && FAILED_NAMES=(${REDISLOCK_PRIOR_FAILED_NAMES})
+if [ -n "${REDISLOCK_PRIOR_SKIPPED_NAMES:-}" ]; then
+    mapfile -t SKIPPED_NAMES <<< "$REDISLOCK_PRIOR_SKIPPED_NAMES"
+    SKIPPED=${#SKIPPED_NAMES[@]}
+fi
 WORK=
 REDIS_PID=
 

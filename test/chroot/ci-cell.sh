@@ -36,7 +36,7 @@ ROOT=$(pwd)
 # listener (390), single-user mode (395), wait events (397), database jobs
 # (405 pg_cron, 410 procedures, 420 hot standbys: tested on every PostgreSQL
 # whose pg_cron Debian packages).  About 6
-# minutes where the whole suite takes 14.
+# minutes where the whole suite takes 14.  test/pg16/ci.sh runs the same list.
 SUBSET=(000_harness 010_blocking 020_fair_fifo 030_cancel 040_session_end
         050_redisson_compat 070_redis_failures 090_connection_settings 095_secrets
         110_worker 130_lost_and_commit_guard 135_on_lock_lost 160_crash_restart

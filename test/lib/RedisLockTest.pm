@@ -314,10 +314,11 @@ sub pg_cron_missing
 		$v;
 	} qw(pkglibdir sharedir);
 	return "pg_config not found on PATH" if $pkglib eq '' || $share eq '';
+	my $pg = 'PostgreSQL ' . (pg_major() // '');
 	my $control = "$share/extension/pg_cron.control";
-	return "pg_cron is not installed in this PostgreSQL ($pkglib/pg_cron.so missing)"
+	return "pg_cron is not installed in this $pg ($pkglib/pg_cron.so missing)"
 	  unless -f "$pkglib/pg_cron.so";
-	return "pg_cron is not installed in this PostgreSQL ($control missing)"
+	return "pg_cron is not installed in this $pg ($control missing)"
 	  unless -f $control;
 	my ($version) = slurp($control) =~ /^\s*default_version\s*=\s*'([^']*)'/m;
 	return "pg_cron $version is older than 1.4"
@@ -325,11 +326,19 @@ sub pg_cron_missing
 	return undef;
 }
 
+# The major of the pg_config on PATH.
+sub pg_major
+{
+	my ($major) = `pg_config --version 2>/dev/null` =~ /PostgreSQL (\d+)/;
+	return $major;
+}
+
 sub require_pg_cron
 {
 	my $why = pg_cron_missing();
 	return unless defined $why;
-	Test::More::diag("SKIPPED: $why (Debian: apt-get install postgresql-15-cron)");
+	Test::More::diag("SKIPPED: $why (Debian: apt-get install postgresql-" . (pg_major() // 'NN')
+		  . "-cron, where the suite has it)");
 	Test::More::plan(skip_all => $why);
 }
 

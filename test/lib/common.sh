@@ -42,6 +42,17 @@ pg_paths() {
     PGXS_DIR=$(cd "$(dirname "$("$PG_CONFIG" --pgxs)")/../.." && pwd)
     PG_REGRESS=$PGXS_DIR/src/test/regress/pg_regress
     PG_PERL_LIB=$PGXS_DIR/src/test/perl
+    # An installation without them (test/pg16/get.sh's wheel): the newest
+    # of the system's (postgresql-server-dev-NN), which drive any major's
+    # binaries through pg_config on PATH.
+    if [ ! -f "$PG_PERL_LIB/PostgreSQL/Test/Cluster.pm" ]; then
+        local lib
+        lib=$(ls -d /usr/lib/postgresql/*/lib/pgxs/src/test/perl 2>/dev/null | sort -V | tail -n 1)
+        if [ -n "$lib" ] && [ -f "$lib/PostgreSQL/Test/Cluster.pm" ]; then
+            echo "no PostgreSQL::Test::* in $PGXS_DIR: taking $lib" >&2
+            PG_PERL_LIB=$lib
+        fi
+    fi
 }
 
 # redis_paths: the Redis server the tests start: REDISLOCK_REDIS_SERVER

@@ -1,7 +1,8 @@
 -- Errors worded by PostgreSQL, not by redislock, whose wording changed
--- between majors: expected/pgwording.out holds 15's, pgwording_1.out that of
--- 16 and later (pg_regress accepts either).  The meaning is the same in
--- both: 42501 and the value not shown, 22023 for a value out of range.
+-- between majors: expected/pgwording.out holds 15's, pgwording_2.out 16's
+-- (the newer permission message, 15's ranges), pgwording_1.out that of 17 and
+-- later (pg_regress accepts any).  The meaning is the same in all: 42501
+-- and the value not shown, 22023 for a value out of range.
 
 -- connection settings are superuser-only: not even shown to others
 SET redislock.password = 'wording-secret';

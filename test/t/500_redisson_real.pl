@@ -20,7 +20,16 @@
 #              once (R3); a SQL writer stays out of two read locks one JVM
 #              holds on the watchdog, also where Java 3.44-3.52 renews only
 #              the first and the other's timeout key lapses (R4);
-#   token-ttl  the token counter carries no TTL, as Redisson leaves it (T1).
+#   token-ttl  the token counter carries no TTL, as Redisson leaves it (T1);
+#   nonreentrant, nonreentrant-fair: Redisson 4.4+'s getNonReentrantLock and
+#              getNonReentrantFairLock on the same hash: the holder's second
+#              acquire is refused (NON_REENTRANT_REACQUIRE), SQL and Java
+#              exclude and wake each other both ways, and (fair) one queue of
+#              SQL and Java waiters is served in order; n/a before 4.4;
+#   fair-slot  the queue slot of a Java fair tryLock(wait, unit): without a
+#              lease Redisson reads the wait as milliseconds whatever the
+#              unit (tryLock(60, SECONDS): 60 ms), with one in its unit; read
+#              from the queue's deadlines, which differ by exactly the slot.
 # Known disagreements (their ids on the reference page redisson-versions.md,
 # issue 23) are TODO for the versions they concern, so the suite stays green
 # while they are real; the per-version table at the end says what passed.
@@ -66,7 +75,14 @@ my %PRIMITIVE = (
 	'rw-two-reads-renew' => 'read/write lock: two Java read locks renewed, SQL writer kept out',
 	'fencing'            => 'fenced lock: tokens increase across both sides',
 	'token-ttl'          => 'fenced lock: token counter never expires',
+	'nonreentrant'       => 'non-reentrant lock: exclusion and wake-ups both ways, reacquire refused',
+	'nonreentrant-fair'  => 'non-reentrant fair lock: exclusion, wake-ups both ways, one queue with SQL',
+	'fair-slot'          => 'fair lock: a Java tryLock(wait) waiter\'s queue slot as docs/redisson.md says',
 );
+
+# Before 4.4 there is no getNonReentrantLock: the driver answers
+# UnsupportedOperationException, and the cell is n/a.
+my $NO_NONREENTRANT = 'no getNonReentrantLock / getNonReentrantFairLock (Redisson 4.4+)';
 
 my $redis = RedisLockTest::Redis->new;
 my $node  = RedisLockTest::node('real', $redis,
@@ -499,6 +515,125 @@ sub token_ttl_check
 	is($rc->cmd('PTTL', $key), -1, 'after a SQL acquisition: still no TTL (else the counter can vanish and Java restarts at 1)');
 }
 
+# Redisson 4.4+'s non-reentrant locks ($kind nonreentrant or
+# nonreentrantfair): the plain and fair locks' hash, queue and channels with
+# a hold count of 1; the holder's second acquire is refused.
+sub nonreentrant_check
+{
+	my ($j, $v, $kind) = @_;
+	my $fair = $kind eq 'nonreentrantfair';
+	my $f = $fair ? 'true' : 'false';
+	my $name = "real:$v:$kind";
+	my $l = sql_literal($name);
+	my $jo = $j->owner('nh');
+	is($j->run('nh', 'lock', $kind, $name, $LONG), 'null', "Java holds the $kind lock (10 min lease)");
+	is($rc->cmd('HGET', $name, $jo), '1', 'the hash holds the Java owner once');
+	my ($again, $e) = $j->try_run('nh', 'tryLock', $kind, $name, 0, $LONG);
+	like($e // "returned $again", qr/non-reentrant/, "the holder's second tryLock fails: non-reentrant");
+	note("the holder's second tryLock: " . ($e // "returned $again"));
+	($again, $e) = $j->try_run('nh', 'lock', $kind, $name, $LONG);
+	like($e // "returned $again", qr/non-reentrant/, "the holder's second lock() fails: non-reentrant");
+	is($rc->cmd('HGET', $name, $jo), '1', 'still one hold in the hash');
+	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min', $f)"), 'f', 'SQL refused while Java holds');
+	$a->start("SELECT redis_lock_acquire($l, NULL, '10 min', $f)");
+	waits_ok($a, 'SQL waiter');
+	is($j->run('nh', 'unlock', $kind, $name), 'null', 'Java unlocks');
+	my ($val, $err) = $a->finish($T);
+	is($val, 't', "SQL waiter woken within $T s by the Java unlock") or diag($err);
+
+	is($j->run('nw', 'tryLock', $kind, $name, 0, $LONG), 'false', 'Java refused while SQL holds');
+	is(RedisLockTest::fair_queue_len($rc, $name), 0, 'the refused Java attempt left no queue entry') if $fair;
+	my $w = $j->owner('nw');
+	my $chan = $fair ? FakeRedisson::fair_channel($name, $w) : FakeRedisson::channel($name);
+	java_waiter($j, $chan, "nrw$kind", 'nw', 'lock', $kind, $name, $LONG);
+	RedisLockTest::until_ok('Java waiter queued', sub { RedisLockTest::fair_queue_len($rc, $name) >= 1 }) if $fair;
+	is($a->query("SELECT redis_lock_release($l)"), 't', 'SQL releases');
+	my ($st, $r) = $j->result("nrw$kind", $T);
+	is($st, 'ok', "Java waiter woken within $T s by the SQL release") or diag($r // 'no result');
+	is($rc->cmd('HGET', $name, $w), '1', 'the hash holds the Java waiter');
+	is($j->run('nw', 'unlock', $kind, $name), 'null', 'Java unlocks');
+	is($rc->cmd('EXISTS', $name), 0, 'lock gone');
+	return unless $fair;
+
+	# One queue of both sides, served in order: SQL A holds, Java J1 queues,
+	# SQL B behind it; A's release goes to J1 and J1's unlock to B.  Then the
+	# other way round: J1 holds, SQL A queues, Java J2 behind it.
+	my $bo = $b->query('SELECT redis_lock_owner_id()');
+	my $ao = $a->query('SELECT redis_lock_owner_id()');
+	my ($j1, $j2) = ($j->owner('nq1'), $j->owner('nq2'));
+	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min', true)"), 't', 'SQL A holds');
+	java_waiter($j, FakeRedisson::fair_channel($name, $j1), 'nq1', 'nq1', 'lock', $kind, $name, $LONG);
+	RedisLockTest::until_ok('Java J1 queued', sub { RedisLockTest::fair_queue_len($rc, $name) == 1 });
+	$b->start("SELECT redis_lock_acquire($l, NULL, '10 min', true)");
+	waits_ok($b, 'SQL B waits');
+	RedisLockTest::until_ok('SQL B queued behind J1', sub { RedisLockTest::fair_queue_len($rc, $name) == 2 });
+	is_deeply(RedisLockTest::fair_queue($rc, $name), [ $j1, $bo ], 'queue: J1, B');
+	is($a->query("SELECT redis_lock_release($l)"), 't', 'SQL A releases');
+	($st, $r) = $j->result('nq1', $T);
+	is($st, 'ok', "J1, the head, gets the lock within $T s") or diag($r // 'no result');
+	is($rc->cmd('HGET', $name, $j1), '1', 'the hash holds J1');
+	ok(!$b->is_done, 'SQL B still waits');
+	$a->start("SELECT redis_lock_acquire($l, NULL, '10 min', true)");
+	waits_ok($a, 'SQL A waits again, behind B');
+	RedisLockTest::until_ok('SQL A queued behind B', sub { RedisLockTest::fair_queue_len($rc, $name) == 2 });
+	java_waiter($j, FakeRedisson::fair_channel($name, $j2), 'nq2', 'nq2', 'lock', $kind, $name, $LONG);
+	RedisLockTest::until_ok('Java J2 queued behind A', sub { RedisLockTest::fair_queue_len($rc, $name) == 3 });
+	is_deeply(RedisLockTest::fair_queue($rc, $name), [ $bo, $ao, $j2 ], 'queue: B, A, J2');
+	is($j->run('nq1', 'unlock', $kind, $name), 'null', 'J1 unlocks');
+	($val, $err) = $b->finish($T);
+	is($val, 't', "SQL B, the head, woken within $T s by J1's unlock") or diag($err);
+	ok(!$a->is_done, 'SQL A still waits');
+	is($b->query("SELECT redis_lock_release($l)"), 't', 'SQL B releases');
+	($val, $err) = $a->finish($T);
+	is($val, 't', "SQL A, the head, woken within $T s by B's release") or diag($err);
+	is($j->poll('nq2'), undef, 'J2 still waits');
+	is($a->query("SELECT redis_lock_release($l)"), 't', 'SQL A releases');
+	($st, $r) = $j->result('nq2', $T);
+	is($st, 'ok', "J2 woken within $T s by A's release") or diag($r // 'no result');
+	is($j->run('nq2', 'unlock', $kind, $name), 'null', 'J2 unlocks');
+	is($rc->cmd('EXISTS', $name), 0, 'lock gone');
+}
+
+# The slot a Java fair tryLock(wait, unit) takes: its deadline is the last
+# waiter's plus the slot, exactly, so the difference between neighbours in
+# the timeout set is the slot.  Queue: SQL B, then J1 tryLock(60, SECONDS),
+# then J2 tryLock(60, 600, SECONDS).  Up to 3.13.2 every slot is the fixed
+# 5 s; from 3.13.3 J1's is 60 ms (Redisson passes the wait on in the
+# caller's unit but reads it as milliseconds when no lease is given) and
+# J2's 60 s.
+sub fair_slot_check
+{
+	my ($j, $v) = @_;
+	my $name = "real:$v:slot";
+	my $l = sql_literal($name);
+	my @want = RealRedisson::version_cmp($v, '3.13.3') < 0 ? (5000, 5000) : (60, 60_000);
+	my $bo = $b->query('SELECT redis_lock_owner_id()');
+	my ($j1, $j2) = ($j->owner('ns1'), $j->owner('ns2'));
+	is($a->query("SELECT redis_lock_acquire($l, '0', '10 min', true)"), 't', 'SQL A holds');
+	$b->start("SELECT redis_lock_acquire($l, NULL, '10 min', true)");
+	waits_ok($b, 'SQL B waits');
+	RedisLockTest::until_ok('SQL B queued', sub { RedisLockTest::fair_queue_len($rc, $name) == 1 });
+	$j->start('ns1', 'ns1', 'tryLockIn', 'fair', $name, 60, 'SECONDS');
+	RedisLockTest::until_ok('J1 queued', sub { RedisLockTest::fair_queue_len($rc, $name) == 2 });
+	$j->start('ns2', 'ns2', 'tryLockIn', 'fair', $name, 60, 'SECONDS', 600);
+	RedisLockTest::until_ok('J2 queued', sub { RedisLockTest::fair_queue_len($rc, $name) == 3 });
+	# one read of all three (B's refreshes move those behind it by as much)
+	my $d = $rc->cmd('EVAL', "local r = {} for i, o in ipairs(ARGV) do r[i] = redis.call('zscore', KEYS[1], o) end return r",
+		1, FakeRedisson::timeout_key($name), $bo, $j1, $j2);
+	is($d->[1] - $d->[0], $want[0], "J1's slot, tryLock(60, SECONDS): $want[0] ms");
+	is($d->[2] - $d->[1], $want[1], "J2's slot, tryLock(60, 600, SECONDS): $want[1] ms");
+	is($a->query("SELECT redis_lock_release($l)"), 't', 'SQL A releases');
+	my ($val, $err) = $b->finish($T);
+	is($val, 't', 'SQL B gets it') or diag($err);
+	is($b->query("SELECT redis_lock_release($l)"), 't', 'SQL B releases');
+	my ($st, $r) = $j->result('ns1', $T);
+	is("$st $r", 'ok true', 'J1 gets it');
+	is($j->run('ns1', 'unlock', 'fair', $name), 'null', 'J1 unlocks');
+	($st, $r) = $j->result('ns2', $T);
+	is("$st $r", 'ok true', 'J2 gets it');
+	is($j->run('ns2', 'unlock', 'fair', $name), 'null', 'J2 unlocks');
+}
+
 for my $v (RealRedisson::usable_versions(sub { $record{$_[0]}{driver} = 'FAIL' }))
 {
 	# lockWatchdogTimeout 3 s (a renewal round a second) for the renewal
@@ -541,12 +676,24 @@ for my $v (RealRedisson::usable_versions(sub { $record{$_[0]}{driver} = 'FAIL' }
 	{
 		$record{$v}{$_} = 'n/a (no RFencedLock)' for qw(fencing token-ttl);
 	}
+	check($j, 'fair-slot', \&fair_slot_check);
+	my (undef, $no_nr) = $j->try_run('nh', 'isLocked', 'nonreentrant', "real:$v:probe");
+	if (defined $no_nr && $no_nr =~ /UnsupportedOperationException/)
+	{
+		note("Redisson $v: $no_nr");
+		$record{$v}{$_} = "n/a ($NO_NONREENTRANT)" for qw(nonreentrant nonreentrant-fair);
+	}
+	else
+	{
+		check($j, 'nonreentrant', sub { nonreentrant_check(@_, 'nonreentrant') });
+		check($j, 'nonreentrant-fair', sub { nonreentrant_check(@_, 'nonreentrantfair') });
+	}
 	$j->quit;
 }
 
 # The per-version record, also in the log directory for the docs' table.
 my @checks = qw(exclusion wake fair-wake semaphore sem-addPermits permits latch multi-lock rwlock
-  rw-nested-renew rw-two-reads-renew fencing token-ttl);
+  rw-nested-renew rw-two-reads-renew fencing token-ttl fair-slot nonreentrant nonreentrant-fair);
 my $table = join("\t", 'version', @checks) . "\n";
 for my $v (RealRedisson::versions())
 {

@@ -5,7 +5,8 @@
  * It is compiled against every Redisson version the tests cover, from 3.12
  * on: it uses only the API all of them share, and reflection for what only
  * some have (RFencedLock since 3.19, shardedSubscriptionMode since 3.29,
- * the newer RPermitExpirableSemaphore methods).
+ * the newer RPermitExpirableSemaphore methods, the non-reentrant locks since
+ * 4.4).
  * Lock operations run in named Java threads, because Redisson's owner id is
  * "<client id>:<thread id>": one JVM can then hold a lock as several owners,
  * and a blocking call can wait in its thread while the test goes on.
@@ -391,8 +392,14 @@ public final class Driver
 				return client.getReadWriteLock(name).writeLock();
 			case "fenced":
 				return (RLock) fenced(name);
+			case "nonreentrant":
+				/* getNonReentrantLock, getNonReentrantFairLock: 4.4+ */
+				return (RLock) findMethod(client.getClass(), "getNonReentrantLock", String.class).invoke(client, name);
+			case "nonreentrantfair":
+				return (RLock) findMethod(client.getClass(), "getNonReentrantFairLock", String.class).invoke(client, name);
 			default:
-				throw new IllegalArgumentException("lock kind " + kind + ": plain|fair|read|write|fenced");
+				throw new IllegalArgumentException("lock kind " + kind
+												   + ": plain|fair|read|write|fenced|nonreentrant|nonreentrantfair");
 		}
 	}
 
@@ -444,6 +451,19 @@ public final class Driver
 					if (a.size() == 2)
 						return l.tryLock();
 					return l.tryLock(num(a.get(2)), a.size() > 3 ? num(a.get(3)) : -1, MS);
+				}
+			case "tryLockIn":
+				{
+					/*
+					 * tryLock(wait, unit) / tryLock(wait, lease, unit) in a
+					 * unit of the caller's (SECONDS, ...): the fair lock's
+					 * queue slot is taken from that wait
+					 */
+					RLock l = lock(a.get(0), a.get(1));
+					TimeUnit unit = TimeUnit.valueOf(a.get(3));
+					if (a.size() == 4)
+						return l.tryLock(num(a.get(2)), unit);
+					return l.tryLock(num(a.get(2)), num(a.get(4)), unit);
 				}
 			case "unlock":
 				lock(a.get(0), a.get(1)).unlock();
