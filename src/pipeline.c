@@ -158,7 +158,7 @@ flight_step(Flight *f)
 				return;
 			}
 			f->state = FLIGHT_HANDSHAKE;
-			/* FALLTHROUGH */
+			pg_fallthrough;
 		case FLIGHT_HANDSHAKE:
 			switch (rl_sock_handshake(c->sock))
 			{
@@ -173,7 +173,7 @@ flight_step(Flight *f)
 					return;
 			}
 			f->state = FLIGHT_WRITING;
-			/* FALLTHROUGH */
+			pg_fallthrough;
 		case FLIGHT_WRITING:
 			c->maybe_delivered = true;
 			switch (rl_sock_flush(c->sock))
