@@ -26,9 +26,9 @@
 
 /*
  * An intended fall through from one case to the next: 19's c.h names it
- * pg_fallthrough, and its -Wimplicit-fallthrough=5 accepts nothing else (a
- * comment no longer does); before, the same attribute (every compiler
- * PostgreSQL's -Wimplicit-fallthrough is set for has it).
+ * pg_fallthrough, and 19's -Wimplicit-fallthrough=5 accepts nothing else (a
+ * comment no longer does).  Before 19 it is defined here, as the same
+ * attribute where the compiler has it.
  */
 #ifndef pg_fallthrough
 #if __has_attribute(fallthrough)
