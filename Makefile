@@ -6,6 +6,11 @@
 #                                 instance with redislock preloaded, against a
 #                                 redis-server started for the run (see test/installcheck.sh);
 #                                 REDISLOCK_TEST_URL=redis://host:port uses that Redis instead
+#   make dist-volume              dist-volume/redislock/{lib,share/extension}: the
+#                                 library, with hiredis linked in statically, and the
+#                                 control and SQL files, for extension_control_path and
+#                                 dynamic_library_path (PostgreSQL 18+, image volumes;
+#                                 docs/install.md)
 #
 # Builds in a separate directory too (make -f ../Makefile VPATH=..), as
 # Debian's pg_buildext does: every source path goes through $(srcdir).
@@ -73,7 +78,7 @@ NO_INSTALLCHECK = 1
 PG_CPPFLAGS = -Isrc -I$(srcdir)/src
 # -lanl: getaddrinfo_a, in libc itself since glibc 2.34; OpenSSL for TLS
 SHLIB_LINK = -lhiredis -lanl -lssl -lcrypto
-EXTRA_CLEAN = src/lua_scripts.h src/lua_scripts.h.tmp tmp_redis/
+EXTRA_CLEAN = src/lua_scripts.h src/lua_scripts.h.tmp tmp_redis/ dist-volume/
 
 LUA = $(sort $(wildcard $(srcdir)/lua/*.lua))
 
@@ -108,8 +113,29 @@ installcheck:
 		$(top_builddir)/src/test/regress/pg_regress --bindir='$(bindir)' \
 		$(pg_regress_locale_flags) $(EXTRA_REGRESS_OPTS) $(REGRESS_OPTS) $(REGRESS)
 
+# An extension directory of its own, as an image volume (CloudNativePG) or a
+# container layer mounts it: share/extension holds what "make install" puts
+# in the server's sharedir/extension, lib the library.  hiredis is linked in
+# from its static archive (Debian's libhiredis-dev ships one, built as
+# position-independent code), its symbols kept inside the library
+# (--exclude-libs), so that the directory needs no hiredis package on the
+# server; OpenSSL and glibc are the server's own.  The link is PGXS's, with
+# -lhiredis replaced; HIREDIS_STATIC may name another archive.
+DIST_VOLUME = dist-volume/$(EXTENSION)
+HIREDIS_STATIC = -Wl,-Bstatic -lhiredis -Wl,-Bdynamic
+
+dist-volume: all
+	rm -rf $(DIST_VOLUME)
+	$(MKDIR_P) $(DIST_VOLUME)/lib $(DIST_VOLUME)/share/extension
+	$(LINK.shared) -o $(DIST_VOLUME)/lib/$(EXTENSION)$(DLSUFFIX) $(OBJS) $(LDFLAGS) $(LDFLAGS_SL) \
+		-Wl,--exclude-libs,ALL $(patsubst -lhiredis,$(HIREDIS_STATIC),$(SHLIB_LINK))
+	@if readelf -d $(DIST_VOLUME)/lib/$(EXTENSION)$(DLSUFFIX) | grep 'NEEDED.*hiredis'; then \
+		echo "dist-volume: the library still needs a shared hiredis" >&2; exit 1; fi
+	$(INSTALL_DATA) $(srcdir)/$(EXTENSION).control $(addprefix $(srcdir)/,$(DATA)) $(DATA_built) \
+		$(DIST_VOLUME)/share/extension/
+
 # Used by test/run-all.sh, which runs pg_regress itself against its own Redis.
 regress-list:
 	@echo $(REGRESS)
 
-.PHONY: regress-list installcheck
+.PHONY: regress-list installcheck dist-volume

@@ -1,9 +1,8 @@
 /*
  * compat.h
- *	  What differs between the PostgreSQL majors redislock builds on (15, 17
- *	  and 18; 16 is in no Debian suite and untested): every test of
- *	  PG_VERSION_NUM in the C code is here, so that the rest reads as one
- *	  version.
+ *	  What differs between the PostgreSQL majors redislock builds on (15 to
+ *	  19): every test of PG_VERSION_NUM in the C code is here, so that the
+ *	  rest reads as one version.
  *
  * src/compat.h
  */
@@ -14,6 +13,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/shmem.h"
 #include "utils/wait_event.h"
 
 /*
@@ -22,6 +22,32 @@
  */
 #ifndef pg_noreturn
 #define pg_noreturn pg_attribute_noreturn()
+#endif
+
+/*
+ * An intended fall through from one case to the next: 19's c.h names it
+ * pg_fallthrough, and 19's -Wimplicit-fallthrough=5 accepts nothing else (a
+ * comment no longer does).  Before 19 it is defined here, as the same
+ * attribute where the compiler has it.
+ */
+#ifndef pg_fallthrough
+#if __has_attribute(fallthrough)
+#define pg_fallthrough __attribute__((fallthrough))
+#else
+#define pg_fallthrough
+#endif
+#endif
+
+/*
+ * 19 sizes a shared hash table by one number, its maximum, where before it
+ * took an initial and a maximum size: ours are made at their full size.
+ */
+#if PG_VERSION_NUM >= 190000
+#define RL_ShmemInitHash(name, nelems, info, flags) \
+	ShmemInitHash((name), (nelems), (info), (flags))
+#else
+#define RL_ShmemInitHash(name, nelems, info, flags) \
+	ShmemInitHash((name), (nelems), (nelems), (info), (flags))
 #endif
 
 /*

@@ -159,7 +159,7 @@ flight_step(Flight *f)
 			}
 			rl_redis_reached = true;	/* the commands follow the setup */
 			f->state = FLIGHT_HANDSHAKE;
-			/* FALLTHROUGH */
+			pg_fallthrough;
 		case FLIGHT_HANDSHAKE:
 			switch (rl_sock_handshake(c->sock))
 			{
@@ -174,7 +174,7 @@ flight_step(Flight *f)
 					return;
 			}
 			f->state = FLIGHT_WRITING;
-			/* FALLTHROUGH */
+			pg_fallthrough;
 		case FLIGHT_WRITING:
 			c->maybe_delivered = true;
 			switch (rl_sock_flush(c->sock))

@@ -160,8 +160,8 @@ rl_registry_startup(void)
 
 		info.keysize = sizeof(Oid);
 		info.entrysize = sizeof(RoleCount);
-		role_counts = ShmemInitHash("redislock roles", rl_max_locks, rl_max_locks,
-									&info, HASH_ELEM | HASH_BLOBS);
+		role_counts = RL_ShmemInitHash("redislock roles", rl_max_locks,
+									   &info, HASH_ELEM | HASH_BLOBS);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -7,6 +7,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "fmgr.h"
@@ -14,6 +15,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "lock.h"
 #include "sqlapi.h"

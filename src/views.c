@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "fmgr.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
@@ -17,6 +18,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "deadlock.h"
 #include "redislock.h"

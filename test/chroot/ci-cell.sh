@@ -3,7 +3,8 @@
 # a Debian suite, built, installed and tested in a chroot of that suite
 # (test/chroot/make.sh, cached):
 #   bash test/chroot/ci-cell.sh SUITE SERVER [--full | --subset]
-#     SUITE   trixie (PostgreSQL 17) or sid (18)
+#     SUITE   trixie (PostgreSQL 17), sid (18) or experimental (sid with
+#             Debian's experimental suite: 19)
 #     SERVER  redis or valkey: the server of the TAP tests; pg_regress and
 #             "make installcheck" run against the other one, so that every
 #             cell tests its PostgreSQL with both
@@ -13,13 +14,16 @@
 # warning an error (PG_CFLAGS, checked on each object), debian/control made
 # for the suite's PostgreSQL (pg_buildext updatecontrol); lintian (the
 # host's) on the package, errors failing; the .deb installed
-# with apt (its Depends must resolve); test/run-all.sh --installed.  The
-# fault suite (network namespaces, valgrind) runs only in the host's cell.
+# with apt (its Depends must resolve); test/run-all.sh --installed; on
+# PostgreSQL 18 and later, test/dist-volume/run.sh against the TAP tests'
+# server (make dist-volume, and redislock loaded from that directory alone,
+# the package's files and hiredis hidden).  The fault suite (network
+# namespaces, valgrind) runs only in the host's cell.
 # Run as root.  Ends with the line
 #   ci-cell SUITE/SERVER: redislock: N passed, M failed
 # counting the package build, the flags check, lintian, the install, the static
-# checks (once per run-all: twice), pg_regress tests, make installcheck and
-# TAP files.
+# checks (once per run-all: twice), pg_regress tests, make installcheck, TAP
+# files and (18 and later) dist-volume's build, hiding and TAP file.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$(pwd)
@@ -192,5 +196,22 @@ else
 fi
 step "TAP (${MODE#--}${files:+: ${#files[@]} files}) against $TAP_SERVER"
 run_all "$TAP_SERVER" --tap-only "${files[@]}"
+
+# --- the extension's own directory (extension_control_path: 18 and later) ----
+if [ "$PGV" -ge 18 ]; then
+    step "make dist-volume, test/dist-volume/run.sh against $TAP_SERVER"
+    out=$DIR$BUILD/dist-volume.log
+    inside env REDISLOCK_PGBIN="/usr/lib/postgresql/$PGV/bin" REDISLOCK_REDIS_SERVER="$TAP_SERVER" \
+        bash "$SRC/test/dist-volume/run.sh" 2>&1 | tee "$out" || true
+    line=$(grep -E '^dist-volume: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1 || true)
+    if [ -z "$line" ]; then
+        fail "dist-volume(no result)"
+    else
+        PASSED=$((PASSED + $(echo "$line" | sed -E 's/^dist-volume: ([0-9]+) passed.*/\1/')))
+        FAILED=$((FAILED + $(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')))
+        # shellcheck disable=SC2207  # names are single words
+        NAMES+=($(sed -n 's/^dist-volume: FAILED: //p' "$out" | tail -n 1 | sed 's/[^ ]*/dist-volume:&/g'))
+    fi
+fi
 
 [ "$FAILED" -eq 0 ]

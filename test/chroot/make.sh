@@ -2,7 +2,16 @@
 # Make (or reuse) a Debian chroot with what building, packaging and testing
 # redislock needs, for the suite's default PostgreSQL:
 #   bash test/chroot/make.sh SUITE            (trixie: PostgreSQL 17, sid: 18)
+#   bash test/chroot/make.sh experimental     (sid with experimental: 19)
 # Prints the chroot's folder on its last line.  Run as root; needs debootstrap.
+# "experimental" is sid with Debian's experimental suite added: the newest
+# postgresql-server-dev-NN there (19) and the packages built from the same
+# source (libpq) are taken from experimental (apt pinning,
+# /etc/apt/preferences.d/90redislock), everything else from sid, and
+# postgresql-common is told to support that major
+# (/etc/postgresql-common/supported_versions), as sid's does not know it
+# yet.  pg_cron is installed where the suite packages it for the major;
+# where not, test 405 skips and says so.
 #
 # Cache: the finished tree is kept as /var/cache/redislock/SUITE.tar.zst
 # (REDISLOCK_CHROOT_CACHE); a tree or tarball older than a week
@@ -34,10 +43,13 @@ fresh() {    # fresh FILE: exists and younger than MAX_DAYS
 # packages PGV: sets PACKAGES, what the tests need for PostgreSQL PGV
 # (test/setup-deps.sh lists the same for the host), and PACKAGES_STAMP.
 packages() {
+    local cron=()
+    bash "$HERE/run.sh" "$SUITE" apt-cache show "postgresql-$1-cron" > /dev/null 2>&1 &&
+        cron=(postgresql-"$1"-cron)
     PACKAGES=(
         build-essential debhelper dpkg-dev fakeroot
         postgresql-"$1" postgresql-server-dev-"$1" postgresql-server-dev-all
-        postgresql-"$1"-cron gdb default-jre-headless
+        "${cron[@]}" gdb default-jre-headless
         libhiredis-dev libssl-dev
         redis-server redis-sentinel valkey-server valkey-sentinel redis-tools
         pgbouncer libipc-run-perl libdbd-pg-perl libredis-perl libio-socket-ssl-perl
@@ -85,6 +97,9 @@ command -v debootstrap >/dev/null || {
 }
 command -v zstd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq zstd >/dev/null
 
+# the suite debootstrap installs: experimental is an addition to sid
+case "$SUITE" in experimental) BASE=sid ;; *) BASE=$SUITE ;; esac
+
 MIRROR=${REDISLOCK_MIRROR:-}
 if [ -z "$MIRROR" ]; then
     # deb822 "URIs:" and one-line "deb URI suite" sources; not the security archive
@@ -104,13 +119,14 @@ else
     log "debootstrap from $MIRROR into $DIR"
     rm -rf --one-file-system "$DIR"
     mkdir -p "$DIR"
-    debootstrap --variant=minbase "$SUITE" "$DIR" "$MIRROR" > "$CACHE/$SUITE-debootstrap.log" 2>&1 || {
+    debootstrap --variant=minbase "$BASE" "$DIR" "$MIRROR" > "$CACHE/$SUITE-debootstrap.log" 2>&1 || {
         tail -n 20 "$CACHE/$SUITE-debootstrap.log" >&2
         log "debootstrap failed (log: $CACHE/$SUITE-debootstrap.log)"; exit 1; }
     date -u +%FT%TZ > "$DIR/.redislock-debootstrap"
 fi
 
-echo "deb $MIRROR $SUITE main" > "$DIR/etc/apt/sources.list"
+echo "deb $MIRROR $BASE main" > "$DIR/etc/apt/sources.list"
+[ "$SUITE" = "$BASE" ] || echo "deb $MIRROR $SUITE main" >> "$DIR/etc/apt/sources.list"
 rm -f "$DIR/etc/apt/sources.list.d/"*
 cat > "$DIR/etc/apt/apt.conf.d/90redislock" <<'CONF'
 Acquire::Check-Valid-Until "false";
@@ -132,9 +148,26 @@ chmod +x "$DIR/usr/sbin/policy-rc.d"
 # The suite's default PostgreSQL major, and what run-all, the Debian build
 # and the tests need (test/setup-deps.sh lists the same for the host).
 bash "$HERE/run.sh" "$SUITE" apt-get update -qq
-PGV=$(bash "$HERE/run.sh" "$SUITE" apt-cache depends postgresql |
-    sed -n 's/^ *Depends: postgresql-\([0-9][0-9]*\)$/\1/p' | head -n 1)
+if [ "$SUITE" = "$BASE" ]; then
+    PGV=$(bash "$HERE/run.sh" "$SUITE" apt-cache depends postgresql |
+        sed -n 's/^ *Depends: postgresql-\([0-9][0-9]*\)$/\1/p' | head -n 1)
+else    # the newest major the added suite carries
+    PGV=$(bash "$HERE/run.sh" "$SUITE" apt-cache pkgnames postgresql-server-dev- |
+        sed -n 's/^postgresql-server-dev-\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1)
+fi
 [ -n "$PGV" ] || { log "no postgresql-NN in $SUITE"; exit 1; }
+if [ "$SUITE" != "$BASE" ]; then
+    # that major's packages, and libpq's (server-dev needs its libpq-dev),
+    # from the added suite, whose own priority (NotAutomatic) is below the
+    # base's; then the base's postgresql-common supports the major
+    cat > "$DIR/etc/apt/preferences.d/90redislock" <<PREF
+Package: /^postgresql-(client-|server-dev-|plpython3-|plperl-|pltcl-)?$PGV(-.*)?\$/ libpq5 libpq-dev
+Pin: release a=$SUITE
+Pin-Priority: 500
+PREF
+    mkdir -p "$DIR/etc/postgresql-common"
+    echo "$PGV" > "$DIR/etc/postgresql-common/supported_versions"
+fi
 packages "$PGV"
 log "installing PostgreSQL $PGV and ${#PACKAGES[@]} packages"
 bash "$HERE/run.sh" "$SUITE" env DEBIAN_FRONTEND=noninteractive \

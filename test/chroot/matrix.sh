@@ -2,21 +2,31 @@
 # The CI matrix's chroot cells, after the host's own run (.ci/run: Debian 12,
 # PostgreSQL 15, Redis 7, every test and the fault suite):
 #   bash test/chroot/matrix.sh [HOST_RUN_LOG]
-#     sid     PostgreSQL 18: every TAP test against Valkey, pg_regress and
-#             make installcheck against Redis
-#     trixie  PostgreSQL 17: the TAP subset of ci-cell.sh against Redis,
-#             pg_regress and make installcheck against Valkey
-# so that both servers are tested on both new majors.  The two chroots are
-# made (or taken from the cache) at the same time first, then the cells run
-# one after the other (test/chroot/ci-cell.sh).  REDISLOCK_CI_CELLS (e.g.
-# "sid:valkey:--full trixie:redis:--subset", the default) chooses the cells.
+#     experimental  PostgreSQL 19 (sid with Debian's experimental suite):
+#                   every TAP test against Valkey 9, pg_regress and make
+#                   installcheck against Redis 8, the extension's own
+#                   directory (test/dist-volume) against Valkey
+#     sid           PostgreSQL 18: the TAP subset of ci-cell.sh against
+#                   Redis 8, pg_regress and make installcheck against
+#                   Valkey 9, the extension's own directory against Redis
+#     trixie        PostgreSQL 17: the TAP subset against Redis 8.0,
+#                   pg_regress and make installcheck against Valkey 8.1
+# so that both servers are tested on every major.  Only the newest major
+# runs every TAP test: one full cell and two subsets keep the lane beside
+# the host's assert-enabled cell inside CI's hour (docs/testing.md has the
+# times); Valkey has the full suite because Redis has it on the host
+# (Redis 7, assert-enabled PostgreSQL 15).  The chroots are made (or taken
+# from the cache) at the same time first, then the cells run one after the
+# other (test/chroot/ci-cell.sh).  REDISLOCK_CI_CELLS (e.g.
+# "experimental:valkey:--full sid:redis:--subset trixie:redis:--subset", the
+# default) chooses the cells.
 # Ends with a table of the cells and one line counting the host's run (the
 # closing line in HOST_RUN_LOG, if given) and every cell:
 #   redislock: N passed, M failed
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$(pwd)
-CELLS=${REDISLOCK_CI_CELLS:-sid:valkey:--full trixie:redis:--subset}
+CELLS=${REDISLOCK_CI_CELLS:-experimental:valkey:--full sid:redis:--subset trixie:redis:--subset}
 
 PASSED=0 FAILED=0
 ROWS=()

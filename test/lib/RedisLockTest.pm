@@ -301,8 +301,9 @@ jobs as 1.4 has them).  undef when it can.
 Skips the whole test file, loudly, when pg_cron_missing gives a reason: a
 diag line "SKIPPED: <reason>" and C<plan skip_all> with the reason, which
 run-all.sh counts and names in its summary ("run-all: SKIPPED ...").
-Debian's package is postgresql-<version>-cron (test/setup-deps.sh installs
-it).
+The reason ends with Debian's package for the major, postgresql-<major>-cron
+(test/setup-deps.sh and test/chroot/make.sh install it where the suite has
+it; Debian has none for PostgreSQL 19 yet).
 
 =cut
 

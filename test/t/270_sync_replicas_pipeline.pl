@@ -57,6 +57,11 @@ my $proxy_port = $listen->sockport;
 my $proxy_pid = fork() // die "fork: $!";
 if ($proxy_pid == 0)
 {
+	# The proxy: no TAP and no END blocks of its own.  Cluster.pm's TERM
+	# handler dies, and on a die PostgreSQL 19's PostgreSQL::Test::Utils
+	# ends the plan (done_testing) and the END blocks stop the nodes: the
+	# parent's TERM must end the child at once instead.
+	$SIG{TERM} = sub { POSIX::_exit(0) };
 	my $sel = IO::Select->new($listen);
 	my %peer;      # fileno => socket on the other side, undef once cut
 	my %server;    # fileno of server-side sockets
