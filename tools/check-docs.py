@@ -27,6 +27,8 @@ NOT_RAISED = {
     'ERRCODE_QUERY_CANCELED': 'compared in onlost.c (PostgreSQL raises it on a cancel)',
     'ERRCODE_ADMIN_SHUTDOWN': 'compared in onlost.c (PostgreSQL raises it on terminate)',
     'ERRCODE_WARNING': 'the SQLSTATE of a WARNING, not of an error',
+    'ERRCODE_TO_CATEGORY': 'a macro of PostgreSQL, not an error code',
+    'ERRCODE_CONNECTION_EXCEPTION': 'compared in wait.c (the class of the 08xxx errors a wait turns into its timeout)',
     'ERRCODE_INTERNAL_ERROR': 'a "cannot happen" check (XX000), as elog(ERROR) would be',
 }
 
