@@ -333,6 +333,13 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 }
 
 /*
+ * Whether the call under way is a release: one that finds a hold lost
+ * warns, and leaves redislock.on_lock_lost to act on work done under a
+ * lock, not on giving it back.
+ */
+static bool releasing_call = false;
+
+/*
  * Redis answered that the hold of ll this session counts is gone (it
  * refused a re-entry: another owner has the lock; or a trim found no hold
  * of ours), however long its lease seemed to have left: it is lost now, as
@@ -357,6 +364,9 @@ rl_lost_by_answer(LocalLock *ll)
 	ereport(WARNING,
 			(errmsg("%s \"%s\" held by this session was lost", prim->noun, ll->name),
 			 errdetail("Redis no longer has this session's hold: the lease ran out, it was force-released, or Redis lost its data.")));
+	/* a release has nothing to stop: it says the hold was no longer there */
+	if (releasing_call)
+		return;
 	done = rl_onlost_act_self(prim->noun, ll->name);
 	if (done == RL_ON_LOST_CANCEL)
 		ereport(LOG,
@@ -743,8 +753,47 @@ rl_lock_release(const char *name, RLKind kind)
  * for everything else). Returns false, with a WARNING, when the session
  * does not have them or Redis no longer had them.
  */
+static bool release_n(const char *name, RLKind kind, const char *id, int32 n);
+static int	release_all(void);
+
 bool
 rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
+{
+	volatile bool done = false;
+
+	releasing_call = true;
+	PG_TRY();
+	{
+		done = release_n(name, kind, id, n);
+	}
+	PG_FINALLY();
+	{
+		releasing_call = false;
+	}
+	PG_END_TRY();
+	return done;
+}
+
+int
+rl_lock_release_all(void)
+{
+	volatile int released = 0;
+
+	releasing_call = true;
+	PG_TRY();
+	{
+		released = release_all();
+	}
+	PG_FINALLY();
+	{
+		releasing_call = false;
+	}
+	PG_END_TRY();
+	return released;
+}
+
+static bool
+release_n(const char *name, RLKind kind, const char *id, int32 n)
 {
 	LocalLock  *ll = rl_local_find_id(name, kind, id);
 	int32		keep;
@@ -822,8 +871,8 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	return true;
 }
 
-int
-rl_lock_release_all(void)
+static int
+release_all(void)
 {
 	HASH_SEQ_STATUS seq;
 	LocalLock  *ll;

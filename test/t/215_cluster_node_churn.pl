@@ -68,7 +68,9 @@ sub subscriber_pids
 	{
 		next unless $line =~ /\bs?sub=[1-9]/;
 		my ($port) = $line =~ /\baddr=[\d.]+:(\d+)/ or next;
-		my $ss = `ss -tnpH state established '( sport = :$port )'`;
+		# the client's end of a connection to the node: another socket of
+		# the machine may have the same local port number
+		my $ss = `ss -tnpH state established '( sport = :$port and dport = :@{[ $r->port ]} )'`;
 		push @pids, $ss =~ /pid=(\d+)/ ? $1 : "port $port";
 	}
 	return join(',', sort @pids);
