@@ -766,11 +766,13 @@ rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
 	{
 		done = release_n(name, kind, id, n);
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		releasing_call = false;
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	releasing_call = false;
 	return done;
 }
 
@@ -784,11 +786,13 @@ rl_lock_release_all(void)
 	{
 		released = release_all();
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		releasing_call = false;
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	releasing_call = false;
 	return released;
 }
 
