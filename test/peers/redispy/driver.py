@@ -11,6 +11,7 @@ another's (redis-py's default keeps the token in the acquiring thread).
 import os
 import sys
 import threading
+import time
 
 import redis
 from redis.exceptions import LockError, LockNotOwnedError
@@ -63,17 +64,21 @@ class Driver:
             got = lk.acquire(blocking=True, blocking_timeout=wait / 1000.0)
         return lk if got else None
 
-    def counter(self, name, key, n, lease, wait):
+    def counter(self, name, key, n, lease, wait, hold=0, gap=0):
         for i in range(n):
             lk = None
             while lk is None:
                 lk = self.lock(name, lease, wait)
             v = int(self.r.get(key) or 0)
+            if hold:
+                time.sleep(hold / 1000.0)
             self.r.set(key, v + 1)
             try:
                 lk.release()
             except LockError as e:
                 raise RuntimeError("round %d: unlock: %s: %s" % (i, type(e).__name__, e))
+            if gap:
+                time.sleep(gap / 1000.0)
         return str(n)
 
     def run(self, op, a):
@@ -105,8 +110,9 @@ class Driver:
             need(a, 1, "key <name>")
             return self.r.lock(a[0]).name
         if op == "counter":
-            need(a, 5, "counter <name> <counter_key> <n> <lease_ms> <wait_ms>")
-            return self.counter(a[0], a[1], ms(a[2]), ms(a[3]), ms(a[4]))
+            if not 5 <= len(a) <= 7:
+                raise ValueError("usage: counter <name> <counter_key> <n> <lease_ms> <wait_ms> [<hold_ms> [<gap_ms>]]")
+            return self.counter(a[0], a[1], *[ms(x) for x in a[2:]])
         if op == "versions":
             return "redis-py=%s python=%s" % (redis.__version__, sys.version.split()[0])
         raise ValueError("unknown op %s" % op)

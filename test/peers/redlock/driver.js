@@ -117,18 +117,22 @@ async function unlock(l) {
   await redlock.release(l, releaseSettings);
 }
 
-async function counter(name, key, n, lease, wait) {
+const sleep = (t) => new Promise((r) => setTimeout(r, t));
+
+async function counter(name, key, n, lease, wait, hold, gap) {
   const c = clients[0];
   for (let i = 0; i < n; i++) {
     let l = null;
     while (l === null) l = await lock(name, lease, wait);
     const v = Number((await c.get(key)) || 0);
+    if (hold > 0) await sleep(hold);
     await c.set(key, String(v + 1));
     try {
       await unlock(l);
     } catch (e) {
       throw new Error(`round ${i}: unlock: ${e.message}`);
     }
+    if (gap > 0) await sleep(gap);
   }
   return String(n);
 }
@@ -168,8 +172,8 @@ async function run(op, a) {
       need(a, 1, "key <name>");
       return resources(a[0]).join(",");
     case "counter":
-      need(a, 5, "counter <name> <counter_key> <n> <lease_ms> <wait_ms>");
-      return counter(a[0], a[1], ms(a[2]), ms(a[3]), ms(a[4]));
+      if (a.length < 5 || a.length > 7) throw new Error("usage: counter <name> <counter_key> <n> <lease_ms> <wait_ms> [<hold_ms> [<gap_ms>]]");
+      return counter(a[0], a[1], ms(a[2]), ms(a[3]), ms(a[4]), ms(a[5] || "0"), ms(a[6] || "0"));
     case "versions":
       return `redlock=${pkgVersion("redlock")} ioredis=${pkgVersion("ioredis")} node=${process.versions.node}`;
   }

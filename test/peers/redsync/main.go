@@ -223,8 +223,8 @@ func (d *driver) do(op string, args []string) (string, error) {
 		}
 		return d.rs.NewMutex(args[0]).Name(), nil
 	case "counter":
-		if err := need(args, 5, "counter <name> <counter_key> <n> <lease_ms> <wait_ms>"); err != nil {
-			return "", err
+		if len(args) < 5 || len(args) > 7 {
+			return "", errors.New("usage: counter <name> <counter_key> <n> <lease_ms> <wait_ms> [<hold_ms> [<gap_ms>]]")
 		}
 		n, err := strconv.Atoi(args[2])
 		if err != nil || n < 0 {
@@ -238,7 +238,18 @@ func (d *driver) do(op string, args []string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return d.counter(args[0], args[1], n, lease, wait)
+		var hold, gap time.Duration
+		if len(args) > 5 {
+			if hold, err = ms(args[5]); err != nil {
+				return "", err
+			}
+		}
+		if len(args) > 6 {
+			if gap, err = ms(args[6]); err != nil {
+				return "", err
+			}
+		}
+		return d.counter(args[0], args[1], n, lease, wait, hold, gap)
 	case "versions":
 		return fmt.Sprintf("redsync=%s go-redis=%s go=%s",
 			moduleVersion("github.com/go-redsync/redsync/v4"),
@@ -296,9 +307,9 @@ func unlock(m *redsync.Mutex) error {
 	return err
 }
 
-// counter: n rounds of lock (retrying when a wait ends), GET, SET v+1,
-// unlock; the counter lives on the first server.
-func (d *driver) counter(name, key string, n int, lease, wait time.Duration) (string, error) {
+// counter: n rounds of lock (retrying when a wait ends), GET, (sleep
+// hold), SET v+1, unlock, (sleep gap); the counter lives on the first server.
+func (d *driver) counter(name, key string, n int, lease, wait, hold, gap time.Duration) (string, error) {
 	ctx := context.Background()
 	c := d.clients[0]
 	for i := 0; i < n; i++ {
@@ -313,12 +324,14 @@ func (d *driver) counter(name, key string, n int, lease, wait time.Duration) (st
 		if err != nil && err != goredislib.Nil {
 			return "", fmt.Errorf("round %d: GET: %w", i, err)
 		}
+		time.Sleep(hold)
 		if err := c.Set(ctx, key, v+1, 0).Err(); err != nil {
 			return "", fmt.Errorf("round %d: SET: %w", i, err)
 		}
 		if err := unlock(m); err != nil {
 			return "", fmt.Errorf("round %d: unlock: %w", i, err)
 		}
+		time.Sleep(gap)
 	}
 	return strconv.Itoa(n), nil
 }
