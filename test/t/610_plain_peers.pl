@@ -196,7 +196,7 @@ for my $c (@CASES)
 
 	# the client's lease runs out; a SQL waiter wakes; the client's stale
 	# lock can neither extend nor delete SQL's key
-	is($p->run('lock', $pname, 1500, 0), 'true', "$c->{id}: the client locks with a 1.5 s lease");
+	is($p->run('lock', $pname, 2500, 0), 'true', "$c->{id}: the client locks with a 2.5 s lease");
 	my $t_exp = expiry_time($c, $base);
 	$path = $c->{redlock} ? 'lease end, Redlock' : 'lease end, notifications';
 	wake_ok($c, $w, $base, $path, sub { $t_exp }, "the client's lease ends");
@@ -233,7 +233,7 @@ for my $c (grep { !$_->{redlock} } @CASES)
 	is($p->run('lock', $pname, 60000, 0), 'true', "$c->{id} polling: the client locks");
 	wake_ok($c, $w, $base, 'unlock, polling', sub { unlock_time($p, $pname) }, 'the client unlocks (polling)', 1);
 	release_all($c, $w, $base);
-	is($p->run('lock', $pname, 1500, 0), 'true', "$c->{id} polling: the client locks with a 1.5 s lease");
+	is($p->run('lock', $pname, 2500, 0), 'true', "$c->{id} polling: the client locks with a 2.5 s lease");
 	my $t_exp = expiry_time($c, $base);
 	wake_ok($c, $w, $base, 'lease end, polling', sub { $t_exp }, "the client's lease ends (polling)");
 	release_all($c, $w, $base);
