@@ -126,10 +126,25 @@ sub unlock_time
 	return ($t0 + time()) / 2;
 }
 
+# Each case's outcome per check, for REDISLOCK_INTEROP_OUT: a check passes
+# when no test failed while it ran.
+my %outcome;    # case id => [ [check, result, detail], ... ]
+my %last_wake;  # case id => latency of its last wake, ms
+
+sub failures { scalar grep { !$_ } Test::More->builder->summary }
+
+sub checked
+{
+	my ($c, $check, $failed_before, $detail) = @_;
+	push @{ $outcome{ $c->{id} } },
+	  [ $check, failures() > $failed_before ? 'fails' : 'works', $detail // '' ];
+}
+
 sub record
 {
 	my ($path, $c, $secs) = @_;
 	push @{ $latency{$path} }, [ $c->{id}, $secs ];
+	$last_wake{ $c->{id} } = sprintf('%s: %.1f ms', $path, $secs * 1000);
 	note sprintf('wake %-22s %-16s %7.1f ms', $path, $c->{id}, $secs * 1000);
 }
 
@@ -168,6 +183,7 @@ for my $c (@CASES)
 	my $owner_h = $h->query('SELECT redis_lock_owner_id()');
 	my $owner_w = $w->query('SELECT redis_lock_owner_id()');
 
+	my $f = failures();
 	is($p->key($pname), $pname, "$c->{id}: the client's key is the name");
 	is($h->query('SELECT ' . acquire_sql($c, $base, wait => '0')), 't', "$c->{id}: SQL takes it (watchdog lease)");
 	is(values_of($c, $base), held_by($c, $base, $owner_h), "$c->{id}: the key(s) hold SQL's owner id on every server");
@@ -186,20 +202,26 @@ for my $c (@CASES)
 	{
 		is(release_all($c, $h, $base), 't', "$c->{id}: SQL releases");
 	}
+	checked($c, 'the client is refused while SQL holds', $f);
 
 	# the client holds; a SQL waiter wakes when it unlocks
+	$f = failures();
 	is($p->run('lock', $pname, 60000, 0), 'true', "$c->{id}: the client locks");
-	my $path = $c->{redlock} ? 'unlock, Redlock' : 'unlock, notifications';
+	my $path = $c->{redlock} ? 'unlock, Redlock' : 'unlock, notifications on';
 	wake_ok($c, $w, $base, $path, sub { unlock_time($p, $pname) }, 'the client unlocks', 1);
 	is(values_of($c, $base), held_by($c, $base, $owner_w), "$c->{id}: now SQL's");
 	release_all($c, $w, $base);
+	checked($c, 'a SQL waiter wakes when the client unlocks', $f, $last_wake{ $c->{id} });
 
 	# the client's lease runs out; a SQL waiter wakes; the client's stale
 	# lock can neither extend nor delete SQL's key
+	$f = failures();
 	is($p->run('lock', $pname, 2500, 0), 'true', "$c->{id}: the client locks with a 2.5 s lease");
 	my $t_exp = expiry_time($c, $base);
-	$path = $c->{redlock} ? 'lease end, Redlock' : 'lease end, notifications';
+	$path = $c->{redlock} ? 'lease end, Redlock' : 'lease end, notifications on';
 	wake_ok($c, $w, $base, $path, sub { $t_exp }, "the client's lease ends");
+	checked($c, "a SQL waiter wakes when the client's lease ends", $f, $last_wake{ $c->{id} });
+	$f = failures();
 	is($p->run('extend', $pname, 60000), 'false', "$c->{id}: the client's stale lock cannot extend SQL's key");
 	my ($v, $err) = $p->try_run('unlock', $pname);
 	ok(defined $err, "$c->{id}: the client's stale unlock fails") and note "$c->{id}: $err";
@@ -207,6 +229,7 @@ for my $c (@CASES)
 	my @pttl = map { my $n = $_; map { $_->cli('PTTL', $n) } servers($c) } names($c, $base);
 	ok(!grep({ $_ <= 0 } @pttl), "$c->{id}: with its lease (PTTL @pttl)");
 	release_all($c, $w, $base);
+	checked($c, "the client cannot extend or delete SQL's key", $f, $err);
 	$_->close for ($h, $w);
 }
 
@@ -230,13 +253,18 @@ for my $c (grep { !$_->{redlock} } @CASES)
 	my $pname = join(',', names($c, $base));
 	# a new session asks the server afresh whether it notifies
 	my $w = RedisLockTest::Session->new(node_of($c));
+	my $f = failures();
 	is($p->run('lock', $pname, 60000, 0), 'true', "$c->{id} polling: the client locks");
-	wake_ok($c, $w, $base, 'unlock, polling', sub { unlock_time($p, $pname) }, 'the client unlocks (polling)', 1);
+	wake_ok($c, $w, $base, 'unlock, notifications off', sub { unlock_time($p, $pname) }, 'the client unlocks (polling)', 1);
 	release_all($c, $w, $base);
+	checked($c, 'without keyspace notifications: a SQL waiter wakes when the client unlocks', $f, $last_wake{ $c->{id} });
+	$f = failures();
 	is($p->run('lock', $pname, 2500, 0), 'true', "$c->{id} polling: the client locks with a 2.5 s lease");
 	my $t_exp = expiry_time($c, $base);
-	wake_ok($c, $w, $base, 'lease end, polling', sub { $t_exp }, "the client's lease ends (polling)");
+	wake_ok($c, $w, $base, 'lease end, notifications off', sub { $t_exp }, "the client's lease ends (polling)");
 	release_all($c, $w, $base);
+	checked($c, "without keyspace notifications: a SQL waiter wakes when the client's lease ends", $f,
+		$last_wake{ $c->{id} });
 	$w->close;
 }
 $r->cli('CONFIG', 'SET', 'notify-keyspace-events', 'Kgx');
@@ -256,6 +284,7 @@ $r->cli('CONFIG', 'SET', 'notify-keyspace-events', 'Kgx');
 	for my $c (@CASES)
 	{
 		my $base = "pp:wd:$c->{id}";
+		my $f = failures();
 		is_deeply([ $peer{ $c->{id} }->result('wd', $WAIT) ], [ 'ok', 'false' ],
 			"$c->{id}: the client waited 7 s (7 of its leases) in vain");
 		my $s = $h{ $c->{id} };
@@ -265,6 +294,7 @@ $r->cli('CONFIG', 'SET', 'notify-keyspace-events', 'Kgx');
 			"$c->{id}: and SQL still holds");
 		release_all($c, $s, $base);
 		$s->close;
+		checked($c, "SQL's watchdog keeps the key through 7 of the client's leases", $f);
 	}
 }
 
@@ -287,6 +317,7 @@ for my $c (@CASES)
 		{ s => $s, rounds => 0, busy => 0, seen => -1 }
 	} 1 .. 2;
 	my (%sql_wrote, $sql_writes, $peer_res, $err);
+	my $f = failures();
 	$sql_writes = 0;
 	$p->start('c', 'counter', join(',', names($c, $base)), $ck, $N_PEER, 30000, 30000, 5, 30);
 	my $deadline = time() + 120;
@@ -337,6 +368,7 @@ for my $c (@CASES)
 	}
 	ok($handoffs >= 2, "$c->{id} counter: the lock changed hands between the client and SQL ($handoffs times)");
 	$_->{s}->close for @st;
+	checked($c, 'exact counter with SQL sessions', $f, "$total rounds, $handoffs hand-offs");
 }
 
 # --- the wake-up latencies, per path --------------------------------------------
@@ -347,6 +379,24 @@ for my $path (sort keys %latency)
 	diag(sprintf('wake-up latency, %-22s n=%d  min %.1f  median %.1f  max %.1f ms  (%s)',
 		$path, scalar(@l), $sorted[0], $sorted[ int(@sorted / 2) ], $sorted[-1],
 		join(', ', map { sprintf('%s %.1f', $_->[0], $_->[1] * 1000) } @{ $latency{$path} })));
+}
+
+# REDISLOCK_INTEROP_OUT=DIR: every case's outcome per check, for the docs'
+# table of clients (test/peers/README.md says what the columns are)
+if (my $dir = $ENV{REDISLOCK_INTEROP_OUT})
+{
+	my $file = "$dir/610_plain_peers.clients";
+	open(my $fh, '>', $file) or die "$file: $!";
+	print $fh join("\t", qw(case client versions check result detail)), "\n";
+	for my $c (@CASES)
+	{
+		my $versions = $peer{ $c->{id} }->versions;
+		for my $o (@{ $outcome{ $c->{id} } })
+		{
+			print $fh join("\t", map { (my $x = $_) =~ s/[\t\n]+/ /g; $x } $c->{id}, $c->{client}, $versions, @$o), "\n";
+		}
+	}
+	close $fh or die "$file: $!";
 }
 
 $_->quit for values %peer;
