@@ -1,8 +1,10 @@
 # SQL sessions under the plain layout against the real lock clients
 # (test/peers: redsync single and Redlock over 3 masters, node redlock with
 # one resource and with several at once, redis-py), table-driven over them:
-# - the client is refused while SQL holds, and never deletes or extends
-#   SQL's key (its stale lock's unlock fails, the key keeps SQL's token);
+# - the client is refused while SQL holds (a session's or a transaction's
+#   lock), gets it when the transaction commits or the session ends, and
+#   never deletes or extends SQL's key (its stale lock's unlock fails, the
+#   key keeps SQL's token);
 # - a SQL waiter wakes when the client unlocks and when the client's lease
 #   runs out, with keyspace notifications on (notify-keyspace-events Kgx)
 #   and off (polling), and on Redlock (polling); and when a SQL session
@@ -62,16 +64,18 @@ sub node_of { $node{ $_[0]{redlock} ? 'redlock' : 'single' } }
 sub names   { my ($c, $base) = @_; return $c->{multi} ? ("$base:a", "$base:b") : ($base); }
 sub q_names { join(', ', map { "'$_'" } @_) }
 
-# the SQL that takes the case's names (all of them at once for several)
+# the SQL that takes the case's names (all of them at once for several;
+# xact => 1: for the transaction)
 sub acquire_sql
 {
 	my ($c, $base, %o) = @_;
 	my @n = names($c, $base);
 	my $args = join('', map { ", $_ => " . (defined $o{$_} ? "'$o{$_}'" : 'NULL') } qw(wait lease));
 	$args .= ", layout => 'plain'" unless $o{no_layout};
+	my $x = $o{xact} ? 'xact_' : '';
 	return $c->{multi}
-	  ? 'redis_lock_acquire_all(ARRAY[' . q_names(@n) . "]$args)"
-	  : "redis_lock_acquire('$n[0]'$args)";
+	  ? "redis_${x}lock_acquire_all(ARRAY[" . q_names(@n) . "]$args)"
+	  : "redis_${x}lock_acquire('$n[0]'$args)";
 }
 
 # acquire, then the time it returned (epoch seconds), or 'f'
@@ -203,6 +207,26 @@ for my $c (@CASES)
 		is(release_all($c, $h, $base), 't', "$c->{id}: SQL releases");
 	}
 	checked($c, 'the client is refused while SQL holds', $f);
+
+	# a transaction's hold ends at COMMIT, a session's with the session: a
+	# client waiting then gets it
+	$f = failures();
+	my $x = RedisLockTest::Session->new(node_of($c));
+	$x->query('BEGIN');
+	is($x->query('SELECT ' . acquire_sql($c, $base, wait => '0', xact => 1)), 't',
+		"$c->{id}: SQL takes it for a transaction");
+	is($p->run('lock', $pname, 30000, 0), 'false', "$c->{id}: the client is refused while the transaction holds");
+	$p->start('x', 'lock', $pname, 30000, 30000);
+	$x->query('COMMIT');
+	is_deeply([ $p->result('x', $WAIT) ], [ 'ok', 'true' ], "$c->{id}: the client's waiting lock gets it after COMMIT");
+	is($p->run('unlock', $pname), 'true', "$c->{id}: the client unlocks");
+	is($x->query('SELECT ' . acquire_sql($c, $base, wait => '0')), 't', "$c->{id}: a SQL session takes it");
+	$p->start('e', 'lock', $pname, 30000, 30000);
+	$x->close;
+	is_deeply([ $p->result('e', $WAIT) ], [ 'ok', 'true' ],
+		"$c->{id}: the client's waiting lock gets it when the SQL session ends");
+	is($p->run('unlock', $pname), 'true', "$c->{id}: the client unlocks");
+	checked($c, 'the client gets it after COMMIT and after the SQL session ends', $f);
 
 	# the client holds; a SQL waiter wakes when it unlocks
 	$f = failures();
