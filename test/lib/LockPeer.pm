@@ -286,8 +286,11 @@ sub start
 	croak 'LockPeer: the driver is gone' unless $self->{pid};
 	croak "LockPeer: bad tag or argument in '$tag $op @args'" if grep { !defined || /\s/ || $_ eq '' } $tag, $op, @args;
 	delete $self->{results}{$tag};
+	# a driver that died is reported by the write's error, not by SIGPIPE
+	# ending the test
+	local $SIG{PIPE} = 'IGNORE';
 	print { $self->{in} } join(' ', $tag, $op, @args), "\n"
-	  or croak "LockPeer $self->{client}: write to the driver: $!";
+	  or croak "LockPeer $self->{client}: write to the driver: $!" . $self->_log_tail;
 	return;
 }
 
@@ -372,6 +375,7 @@ sub quit
 {
 	my ($self) = @_;
 	return unless $self->{pid};
+	local $SIG{PIPE} = 'IGNORE';
 	eval {
 		print { $self->{in} } "_q quit\n";
 		close $self->{in};
