@@ -122,6 +122,33 @@ confirm_on_replicas(MultiLock *m, const RLReply *wait)
 	rl_replicas_unconfirmed(wait, m->req->name, given_back);
 }
 
+/*
+ * Where a waiter for plain locks listens: every name's wake channels (see
+ * rl_plain_wake_channels), polling as the most demanding of them needs.
+ */
+static int
+plain_channels(MultiLock *m, const char ***out, int *poll_ms)
+{
+	const char **all = NULL;
+	int			n = 0;
+
+	*poll_ms = 0;
+	for (int i = 0; i < m->n; i++)
+	{
+		const char **some;
+		int			pause;
+		int			k = rl_plain_wake_channels(m->locks[i]->name, &some, &pause);
+
+		all = all ? repalloc(all, sizeof(char *) * (n + k)) :
+			palloc(sizeof(char *) * k);
+		memcpy(all + n, some, sizeof(char *) * k);
+		n += k;
+		*poll_ms = *poll_ms == 0 ? pause : Min(*poll_ms, pause);
+	}
+	*out = all;
+	return n;
+}
+
 /* All on one node: one script, and a wait on every name's channel. */
 static bool
 take_at_once(void *arg)
@@ -139,11 +166,12 @@ take_at_once(void *arg)
 		for (int i = 0; i < m->n; i++)
 		{
 			names[i] = m->locks[i]->name;
-			channels[i] = rl_primitive(m->req->kind)->channel(names[i], false);
-			w.poll_ms = m->req->kind == RL_KIND_PLAIN ? RL_PLAIN_POLL_MAX_MS : 0;
+			channels[i] = channel_key(names[i]);
 		}
-		w.timeout_msg = psprintf("could not obtain Redis lock \"%s\"", m->req->name);
 		w.nchannels = m->n;
+		if (m->req->kind == RL_KIND_PLAIN)
+			w.nchannels = plain_channels(m, &channels, &w.poll_ms);
+		w.timeout_msg = psprintf("could not obtain Redis lock \"%s\"", m->req->name);
 		w.channels = channels;
 		w.attempt = attempt_all;
 		w.arg = m;
