@@ -37,6 +37,7 @@ my @clients = split /[,\s]+/, ($ENV{REDISLOCK_BENCH_PLAIN_CLIENTS} // '1,4');
 my $rounds = $ENV{REDISLOCK_BENCH_ROUNDS} // 3;
 my $loop_n = int(20000 * BenchLib::scale());
 my $lease_ms = 30000;
+my $load_start = BenchLib::loadavg();
 
 my $why = LockPeer::check_build('redispy');
 die "plain: $why\n" if $why;
@@ -141,7 +142,8 @@ for my $lay (qw(plain redisson))
 	my $k0 = BenchLib::commandstats($redis);
 	$node->safe_psql('postgres', "SELECT bench_job_pairs('$lay', 1000)");
 	my $d = BenchLib::commandstats_delta($k0, BenchLib::commandstats($redis));
-	$cmds{$lay} = join(', ', map { sprintf('%s %.2f', $_, $d->{$_} / 1000) } sort keys %$d);
+	$cmds{$lay} = join(', ', map { sprintf('%s %.2f', $_, $d->{$_} / 1000) }
+		  grep { $d->{$_} >= 5 } sort keys %$d);
 }
 
 my %m;
@@ -158,6 +160,7 @@ for my $c (@clients)
 		(map { $each->($rate{$_}{$c}) } @sides) ];
 }
 my @checks = map { my $c = $_; [ $c, $check{plain}{$c}, $check{redisson}{$c} ] } @clients;
+my $load_end = BenchLib::loadavg();
 my %jm = map { $_ => BenchLib::median(@{ $job{$_} }) } qw(plain redisson);
 
 open my $fh, '>', $out or die "$out: $!";
@@ -167,7 +170,10 @@ print $fh <<"MD";
 Command: `bash bench/run.sh plain` (bench/plain.pl), $secs s per run,
 $rounds rounds, each round running the four sides one after the other;
 medians (a round's runs are next to each other in time, so load from
-elsewhere weighs on all alike).
+elsewhere weighs on all alike). Load average (1/5/15 min) at the start:
+$load_start, at the end: $load_end; the machine's cores were shared with
+whatever else ran then, so single rounds vary and only the medians' order
+and the ratios' direction carry.
 @{[ BenchLib::machine($node, $redis) ]} redis-py $version{redispy} (test/peers/redispy's
 pin, Python @{[ (split ' ', `$python -V 2>&1`)[1] // '?' ]}), redsync $version{redsync} with go-redis (test/peers/redsync's pins).
 
