@@ -363,20 +363,24 @@ sub acl_block
 	$b->query('SELECT redis_lock_release_all()');
 	# with keyspace notifications on and +config|get (the optional row),
 	# a plain waiter subscribes to the name's keyspace channel: the ACL's
-	# channel pattern must let it; another client's DEL then ends the wait
+	# channel pattern must let it; another client's DEL then ends the wait.
+	# A new session: B asked about notifications above (refused) and goes
+	# by that answer for a while
+	my $c = RedisLockTest::Session->new($acl);
 	$redis->cli('ACL', 'SETUSER', $user, '+config|get');
 	$redis->cli('CONFIG', 'SET', 'notify-keyspace-events', 'Kgx');
 	$redis->cli('SET', "${P}pk", 'another-client', 'PX', '60000');
-	$b->start("SELECT redis_lock_acquire('${P}pk', '30 s', layout => 'plain')");
-	ok(RedisLockTest::wait_for_extension_wait($acl, $b->pid, $T),
-		"$where: as $user with +config|get: B waits for plain ${P}pk, held by another client");
+	$c->start("SELECT redis_lock_acquire('${P}pk', '30 s', layout => 'plain')");
+	ok(RedisLockTest::wait_for_extension_wait($acl, $c->pid, $T),
+		"$where: as $user with +config|get: C waits for plain ${P}pk, held by another client");
 	ok(RedisLockTest::wait_until($T, 'keyspace subscription', sub {
 		scalar($redis->cli('PUBSUB', 'NUMSUB', "__keyspace\@0__:${P}pk")) =~ /\b1\s*$/ }),
 		"$where: as $user: the keyspace channel of ${P}pk is subscribed");
 	$redis->cli('DEL', "${P}pk");
-	($v, $err) = $b->finish($T);
-	is($v, 't', "$where: as $user: B gets ${P}pk when the other client deletes it") or diag($err);
-	$b->query('SELECT redis_lock_release_all()');
+	($v, $err) = $c->finish($T);
+	is($v, 't', "$where: as $user: C gets ${P}pk when the other client deletes it") or diag($err);
+	$c->query('SELECT redis_lock_release_all()');
+	$c->close;
 	$redis->cli('CONFIG', 'SET', 'notify-keyspace-events', '');
 	$_->close for ($a, $b, $ao);
 	$acl->stop;
