@@ -24,6 +24,11 @@
 #   REDISLOCK_REDIS_SERVER=BIN     redis-server (default) or valkey-server
 #   REDISLOCK_BENCH_JAVA_CLIENTS=1,4  javarate: Java threads / SQL clients
 #   REDISLOCK_BENCH_ROUNDS=3       javarate: rounds alternating Java and SQL
+#   REDISLOCK_BENCH_PLAIN_CLIENTS=1,4  plain: SQL sessions / redis-py threads /
+#                                  redsync goroutines (REDISLOCK_BENCH_ROUNDS too)
+#   REDISLOCK_PEERS_CACHE=DIR      plain: where test/peers/build.sh builds redis-py
+#                                  and run.sh the redsync loop (default
+#                                  /var/cache/redislock/peers)
 #   REDISLOCK_BENCH_REDISSON=4.7.0 javarate: the Redisson version (built by
 #                                  test/redisson-java/build.sh into
 #                                  REDISLOCK_REDISSON_CACHE, default as in
@@ -63,6 +68,28 @@ REDISSON_ENV=()
         ;;
 esac
 
+# plain runs the real redis-py and redsync: test/peers' redis-py build, and
+# the redsync loop of bench/plain-peers/redsync built beside it (the same
+# caches, stamped by a digest of its sources, where postgres can read it).
+PLAIN_ENV=()
+[ "$ONLY_RESULTS" = 1 ] || case " ${workloads[*]} " in
+    *" plain "*)
+        pcache=${REDISLOCK_PEERS_CACHE:-/var/cache/redislock/peers}
+        REDISLOCK_PEERS_CACHE=$pcache bash "$ROOT/test/peers/build.sh" redispy
+        src=$ROOT/bench/plain-peers/redsync
+        stamp=$(cd "$src" && LC_ALL=C ls | while read -r f; do printf '%s\n' "$f"; cat "$f"; done |
+            sha256sum | cut -c1-12)
+        bin=$pcache/bench-redsync-pairs-$stamp/redsync-pairs
+        if [ ! -x "$bin" ]; then
+            mkdir -p "$(dirname "$bin")"
+            (cd "$src" && GOMODCACHE=$pcache/go/mod GOCACHE=$pcache/go/build GOTOOLCHAIN=local \
+                GOFLAGS=-modcacherw go build -trimpath -o "$bin" .)
+            chmod -R a+rX "$(dirname "$bin")"
+        fi
+        PLAIN_ENV=(REDISLOCK_PEERS_CACHE="$pcache" REDISLOCK_BENCH_REDSYNC_PAIRS="$bin")
+        ;;
+esac
+
 # PostgreSQL refuses to run as root: run as postgres in a copy it owns.
 WORK=$(mktemp -d /tmp/redislock-bench.XXXXXX)
 trap '[ "${REDISLOCK_KEEP:-0}" = 1 ] || rm -rf "$WORK"' EXIT
@@ -75,7 +102,7 @@ for w in "${workloads[@]}"; do
     echo "=== bench: $w"
     if ! (cd "$WORK" && "${AS_PG[@]}" PATH="$PGBIN:$PATH" REDISLOCK_PGBIN="$PGBIN" TESTDIR="$WORK" \
         TESTDATADIR="$WORK/tmp_check" TESTLOGDIR="$WORK/tmp_check/log" PG_REGRESS="$PG_REGRESS" \
-        PERL5LIB="$WORK/test/lib:$PG_PERL_LIB" "${REDISSON_ENV[@]}" \
+        PERL5LIB="$WORK/test/lib:$PG_PERL_LIB" "${REDISSON_ENV[@]}" "${PLAIN_ENV[@]}" \
         perl "bench/$w.pl" "bench/RESULTS-$w.md"); then
         echo "=== bench: $w FAILED; end of its log:" >&2
         tail -n 40 "$WORK/tmp_check/log/regress_log_$w" >&2 || true

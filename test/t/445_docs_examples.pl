@@ -325,6 +325,13 @@ sub acl_block
 		  . " AND redis_permit_available('${P}p') = 1" ],
 		[ 'count-down latch', "SELECT redis_latch_try_set_count('${P}l', 1) IS NOT NULL"
 		  . " AND redis_latch_count_down('${P}l') = 0 AND redis_latch_await('${P}l', '1 s')" ],
+		[ 'plain lock and reentry', "SELECT redis_lock_acquire('${P}pl', '0', '1 min', layout => 'plain')"
+		  . " AND redis_lock_acquire('${P}pl', '0', layout => 'plain')" ],
+		[ 'plain status', "SELECT layout || ' ' || (holders[1] = redis_lock_owner_id()) FROM redis_lock_status('${P}pl')",
+		  'plain true' ],
+		[ 'plain release', "SELECT redis_lock_release('${P}pl') AND redis_lock_release('${P}pl')" ],
+		[ 'plain multi-lock', "SELECT redis_lock_acquire_all(ARRAY['${P}pm1', '${P}pm2'], '0', layout => 'plain')"
+		  . " AND redis_lock_release('${P}pm1') AND redis_lock_release('${P}pm2')" ],
 	);
 	for my $st (@steps)
 	{
@@ -343,6 +350,38 @@ sub acl_block
 		$ao->query("SELECT count(*) FROM redis_locks WHERE name = '${P}w' AND renewed_at > acquired_at") == 1 }),
 		"$where: as $user: the watchdog renews B's lock");
 	$b->query('SELECT redis_lock_release_all()');
+	# a plain wait, woken by a SQL release through the listener; the user
+	# has no +config|get, so the waiter cannot ask about keyspace
+	# notifications and polls as well: that must not fail
+	is($a->query("SELECT redis_lock_acquire('${P}pw', '0', layout => 'plain')"), 't',
+		"$where: as $user: A holds plain ${P}pw");
+	$b->start("SELECT redis_lock_acquire('${P}pw', '30 s', layout => 'plain')");
+	ok(RedisLockTest::wait_for_extension_wait($acl, $b->pid, $T), "$where: as $user: B waits for plain ${P}pw");
+	$a->query("SELECT redis_lock_release('${P}pw')");
+	($v, $err) = $b->finish($T);
+	is($v, 't', "$where: as $user: B gets plain ${P}pw when A releases") or diag($err);
+	$b->query('SELECT redis_lock_release_all()');
+	# with keyspace notifications on and +config|get (the optional row),
+	# a plain waiter subscribes to the name's keyspace channel: the ACL's
+	# channel pattern must let it; another client's DEL then ends the wait.
+	# A new session: B asked about notifications above (refused) and goes
+	# by that answer for a while
+	my $c = RedisLockTest::Session->new($acl);
+	$redis->cli('ACL', 'SETUSER', $user, '+config|get');
+	$redis->cli('CONFIG', 'SET', 'notify-keyspace-events', 'Kgx');
+	$redis->cli('SET', "${P}pk", 'another-client', 'PX', '60000');
+	$c->start("SELECT redis_lock_acquire('${P}pk', '30 s', layout => 'plain')");
+	ok(RedisLockTest::wait_for_extension_wait($acl, $c->pid, $T),
+		"$where: as $user with +config|get: C waits for plain ${P}pk, held by another client");
+	ok(RedisLockTest::wait_until($T, 'keyspace subscription', sub {
+		scalar($redis->cli('PUBSUB', 'NUMSUB', "__keyspace\@0__:${P}pk")) =~ /\b1\s*$/ }),
+		"$where: as $user: the keyspace channel of ${P}pk is subscribed");
+	$redis->cli('DEL', "${P}pk");
+	($v, $err) = $c->finish($T);
+	is($v, 't', "$where: as $user: C gets ${P}pk when the other client deletes it") or diag($err);
+	$c->query('SELECT redis_lock_release_all()');
+	$c->close;
+	$redis->cli('CONFIG', 'SET', 'notify-keyspace-events', '');
 	$_->close for ($a, $b, $ao);
 	$acl->stop;
 }
