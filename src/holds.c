@@ -215,30 +215,45 @@ rl_kind_outlives_lease(uint8 kind)
 }
 
 /*
- * One name is either an exclusive lock or a read-write lock in Redis (the
- * layouts differ): a session that holds it as one cannot take it as the
- * other.
+ * One name is one key in Redis, of one shape: a lock hash of the Redisson
+ * layout (an exclusive lock or a read-write lock, whose hashes differ) or a
+ * string of the plain layout. A session that holds it as one cannot take it
+ * as another.
  */
 static void
 check_layout(const char *name, RLKind kind)
 {
-	bool		rw = kind != RL_KIND_LOCK;
-	LocalLock  *other;
+	static const RLKind shaped[] = {RL_KIND_LOCK, RL_KIND_READ, RL_KIND_WRITE,
+	RL_KIND_PLAIN};
+	bool		rw = kind == RL_KIND_READ || kind == RL_KIND_WRITE;
+	LocalLock  *other = NULL;
 
 	/* a semaphore's key is a string: Redis itself refuses the wrong type */
-	if (kind == RL_KIND_SEMAPHORE || kind == RL_KIND_PERMIT)
+	if (kind == RL_KIND_SEMAPHORE || kind == RL_KIND_PERMIT ||
+		kind == RL_KIND_LATCH)
 		return;
-	other = rw ? rl_local_find(name, RL_KIND_LOCK) :
-		rl_local_find(name, RL_KIND_READ);
-	if (other == NULL && !rw)
-		other = rl_local_find(name, RL_KIND_WRITE);
-	if (other != NULL)
+	for (int i = 0; i < (int) lengthof(shaped) && other == NULL; i++)
+	{
+		bool		rw_too = shaped[i] == RL_KIND_READ || shaped[i] == RL_KIND_WRITE;
+
+		if (shaped[i] != kind && !(rw && rw_too))
+			other = rl_local_find(name, shaped[i]);
+	}
+	if (other == NULL)
+		return;
+	if (kind == RL_KIND_PLAIN || other->kind == RL_KIND_PLAIN)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this session uses \"%s\" as a %s", name,
-						rw ? "Redis lock" : "Redis read-write lock"),
-				 errdetail("A name is either an exclusive lock or a read-write lock in Redis, not both."),
-				 errhint("Release it first, or use another name.")));
+				 errmsg("this session holds \"%s\" in the %s layout", name,
+						rl_primitive((RLKind) other->kind)->layout),
+				 errdetail("A name is one Redis key: a Redisson lock hash or a plain layout string, not both."),
+				 errhint("Release it first, or take it in the layout it has.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("this session uses \"%s\" as a %s", name,
+					rw ? "Redis lock" : "Redis read-write lock"),
+			 errdetail("A name is either an exclusive lock or a read-write lock in Redis, not both."),
+			 errhint("Release it first, or use another name.")));
 }
 
 /*

@@ -8,19 +8,22 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "lock.h"
-#include "sqlapi.h"
 #include "plain.h"
 #include "redislock.h"
+#include "sqlapi.h"
 
 PG_FUNCTION_INFO_V1(redis_lock_acquire);
 PG_FUNCTION_INFO_V1(redis_xact_lock_acquire);
@@ -451,13 +454,36 @@ redis_lock_owner_id(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(rl_owner_id()));
 }
 
+/* "<uuid>:<number>", as SQL sessions (and Redisson's threads) name owners */
+static bool
+is_owner_id(const char *s)
+{
+	const char *colon = strrchr(s, ':');
+
+	return colon != NULL && colon - s == 36 &&
+		strspn(s, "0123456789abcdef-") == 36 &&
+		colon[1] != '\0' && strspn(colon + 1, "0123456789") == strlen(colon + 1);
+}
+
+/*
+ * The holders of a lock, as text. A plain lock's value is whatever its
+ * holder wrote: another client's token lets anyone who can reach Redis
+ * release that client's lock, and a string at the name may not be a lock
+ * at all. Such values are shown to roles that may read all statistics
+ * (pg_read_all_stats, as other sessions' queries in pg_stat_activity), and
+ * to others as "(hidden)"; owner ids of SQL sessions are in redis_locks
+ * for everyone already.
+ */
 static Datum
 holders_array(const RLStatus *st)
 {
 	Datum	   *elems = palloc(sizeof(Datum) * Max(st->nholders, 1));
+	bool		reveal = strcmp(st->layout, "plain") != 0 ||
+		has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 
 	for (int i = 0; i < st->nholders; i++)
-		elems[i] = rl_foreign_text(st->holders[i]);
+		elems[i] = rl_foreign_text(reveal || is_owner_id(st->holders[i]) ?
+								   st->holders[i] : "(hidden)");
 	return PointerGetDatum(construct_array(elems, st->nholders, TEXTOID,
 										   -1, false, TYPALIGN_INT));
 }
