@@ -41,6 +41,8 @@ $obs->query('CREATE TABLE t (v int)');
 $obs->query('CREATE ROLE plainrole LOGIN');
 $obs->query('GRANT ALL ON t TO plainrole');
 $obs->query("ALTER ROLE plainrole SET redislock.layout = 'plain'");
+$obs->query('CREATE DATABASE plaindb');
+$node->safe_psql('plaindb', "CREATE EXTENSION redislock; ALTER DATABASE plaindb SET redislock.layout = 'plain'");
 
 sub cli { $redis->cli(@_) }
 sub value_of { my $v = cli('GET', $_[0]); return $v eq '' ? undef : $v }
@@ -59,8 +61,20 @@ my @ways = (
 		return $v;
 	} ],
 	[ 'SET LOCAL redislock.layout', sub {
-		return $_[0]->query("BEGIN; SET LOCAL redislock.layout = 'plain'; SELECT redis_lock_acquire('$_[1]'); COMMIT")
-		  // 't';    # COMMIT's result: none; the key tells
+		my $v = $_[0]->query("BEGIN; SET LOCAL redislock.layout = 'plain'; SELECT redis_lock_acquire('$_[1]')");
+		$_[0]->query('COMMIT');
+		is($_[0]->query('SHOW redislock.layout'), 'redisson', 'SET LOCAL: the setting ends with the transaction');
+		return $v;
+	} ],
+	[ 'ALTER DATABASE ... SET', sub {
+		my $s = RedisLockTest::Session->new($node, dbname => 'plaindb');
+		$_[2]{session} = $s;
+		return $s->query("SELECT redis_lock_acquire('$_[1]')");
+	} ],
+	[ 'layout => NULL under SET plain', sub {
+		my $v = $_[0]->query("SET redislock.layout = 'plain'; SELECT redis_lock_acquire('$_[1]', layout => NULL)");
+		$_[0]->query('RESET redislock.layout');
+		return $v;
 	} ],
 	[ 'ALTER ROLE ... SET', sub {
 		my $s = RedisLockTest::Session->new($node, user => 'plainrole');
@@ -85,6 +99,14 @@ for my $w (@ways)
 	is(cli('EXISTS', $name), 0, "$what: the key is gone");
 	$s->close if $ctx{session};
 }
+# the argument wins over the setting
+$a->query("SET redislock.layout = 'plain'");
+is($a->query("SELECT redis_lock_acquire('w:redisson', layout => 'redisson')"), 't', "layout => 'redisson' under SET plain: acquired");
+is(cli('TYPE', 'w:redisson') . '/' . cli('HEXISTS', 'w:redisson', $owner_a), 'hash/1', "layout => 'redisson' under SET plain: a Redisson hash");
+is(state_of('w:redisson'), 'held/redisson', "layout => 'redisson' under SET plain: redis_locks layout redisson");
+is($a->query("SELECT redis_lock_release('w:redisson')"), 't', "layout => 'redisson' under SET plain: released");
+$a->query('RESET redislock.layout');
+is(cli('EXISTS', 'w:redisson'), 0, "layout => 'redisson' under SET plain: gone");
 
 # --- 2. re-entry is counted in the session: one string, gone at the last release
 {
@@ -325,8 +347,12 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 
 	$b->start("SELECT redis_lock_acquire('v:1', '60 s', layout => 'plain')");
 	waits_ok($b, 'views: B waits for v:1');
+	# (its first attempt's I/O already shows as an Extension wait)
+	until_ok('views: B is listed in redis_lock_waits', sub {
+		defined $obs->query('SELECT 1 FROM redis_lock_waits WHERE pid = ' . $b->pid) });
 	is($obs->query("SELECT layout || '/' || kind || '/' || (holders = ARRAY['$owner_a']) || '/' || (holder_pids = ARRAY[" . $a->pid . "]) FROM redis_lock_waits WHERE pid = " . $b->pid),
-		'plain/lock/true/true', 'views: redis_lock_waits shows B waiting for A, layout plain');
+		'plain/lock/true/true', 'views: redis_lock_waits shows B waiting for A, layout plain')
+	  or diag(explain([ $obs->rows('SELECT * FROM redis_lock_waits') ]));
 	$a->query("SELECT redis_lock_release('v:1'), redis_lock_release('v:1')");
 	my ($v) = $b->finish($T);
 	is($v, 't', 'views: B gets v:1');
@@ -338,19 +364,22 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 }
 
 # --- 11. the commit guard ---------------------------------------------------------------
-for my $spoil ([ 'deleted', sub { cli('DEL', $_[0]) } ], [ 'overwritten', sub { cli('SET', $_[0], 'someone-else') } ])
+for my $c ([ 'xact', 'deleted' ], [ 'xact', 'overwritten' ], [ 'session', 'deleted' ], [ 'session', 'overwritten' ])
 {
-	my ($what, $do) = @$spoil;
-	my $name = "g:$what";
+	my ($scope, $what) = @$c;
+	my $name = "g:$scope:$what";
+	my $fn = $scope eq 'xact' ? 'redis_xact_lock_acquire' : 'redis_lock_acquire';
 	$a->query('BEGIN');
-	is($a->query("SELECT redis_xact_lock_acquire('$name', '0', '10 min', layout => 'plain')"), 't', "guard: xact lock $name");
+	is($a->query("SELECT $fn('$name', '0', '10 min', layout => 'plain')"), 't', "guard: $scope lock $name");
 	$a->query('INSERT INTO t VALUES (1)');
-	$do->($name);
+	cli($what eq 'deleted' ? ('DEL', $name) : ('SET', $name, 'someone-else'));
 	my (undef, $err, $state) = $a->try('COMMIT');
 	is($state, '55P03', "guard: COMMIT fails when the key was $what");
 	like($err // '', qr/Redis lock "$name" was lost before COMMIT/, 'guard: naming it');
 	is($obs->query('SELECT count(*) FROM t'), 0, 'guard: the row was not committed');
 	is(value_of($name), $what eq 'overwritten' ? 'someone-else' : undef, "guard: the key is as left ($what)");
+	$a->try("SELECT redis_lock_release('$name')") if $scope eq 'session';
+	$a->notices;
 	cli('DEL', $name);
 }
 
@@ -556,6 +585,19 @@ $node->stop;
 	diag('wake latency, redlock DEL by redis-cli (polling): ' . int((time() - $t0) * 1000) . ' ms');
 	$y->query("SELECT redis_lock_release('rl:w')");
 	is($rl->holders('rl:w'), 0, 'redlock: rl:w gone');
+
+	# the watchdog restores our key on a master restarted empty, not over another value
+	is($x->query("SELECT redis_lock_acquire('rl:r', layout => 'plain')"), 't', 'redlock: X holds rl:r (watchdog)');
+	$rl->restart_empty(0);
+	until_ok('redlock: the watchdog restores rl:r on master 0', sub { $rl->node(0)->cli('GET', 'rl:r') eq $ox });
+	$rl->restart_empty(1);
+	$rl->node(1)->cli('SET', 'rl:r', 'someone-else', 'PX', 600_000);
+	until_ok('redlock: still on 2 of 3 (3/3 -> 2/3 once renewed)', sub {
+		($x->query("SELECT masters FROM redis_locks WHERE name = 'rl:r'") // '') eq '2/3' });
+	is($rl->node(1)->cli('GET', 'rl:r'), 'someone-else', 'redlock: the other value on master 1 kept');
+	is($x->query("SELECT redis_lock_release('rl:r')"), 't', 'redlock: X releases rl:r');
+	is(join(',', map { scalar $_->cli('GET', 'rl:r') } $rl->nodes), ',someone-else,', 'redlock: only ours deleted');
+	$rl->node(1)->cli('DEL', 'rl:r');
 
 	# a majority held by another value: refused, and nothing of ours left
 	$rl->node($_)->cli('SET', 'rl:q', 'someone-else', 'PX', 600_000) for 0, 1;
