@@ -425,8 +425,16 @@ sub woken_ok
 		cli('SET', $name, 'someone-else', 'PX', 600_000);
 		$w = waiter($name);
 		my $ks = "__keyspace\@0__:$name";
-		is((cli('PUBSUB', 'NUMSUB', $ks))[1] > 0 ? 1 : 0, $notify ? 1 : 0,
-			"$mode: the waiter " . ($notify ? '' : 'does not ') . "listen(s) on $ks");
+		until_ok("$mode: the waiter listens on redislock's channel", sub {
+			(cli('PUBSUB', 'NUMSUB', "redislock_plain__channel:{$name}"))[1] > 0 });
+		if ($notify)
+		{
+			until_ok("$mode: the waiter listens on $ks", sub { (cli('PUBSUB', 'NUMSUB', $ks))[1] > 0 });
+		}
+		else
+		{
+			is((cli('PUBSUB', 'NUMSUB', $ks))[1], 0, "$mode: no one listens on $ks");
+		}
 		$t0 = time();
 		cli('DEL', $name);
 		woken_ok($w, $name, $t0, "DEL by redis-cli, $mode");
