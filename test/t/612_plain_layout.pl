@@ -275,12 +275,20 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 	my $n0 = $dbsize->();
 	my @refused = (
 		[ 'fair with plain', "SELECT redis_lock_acquire('r:k', '0', NULL, true, 'plain')", '0A000', qr/fair locks need the redisson layout/ ],
+		[ 'fair under SET plain', "SET redislock.layout = 'plain'; SELECT redis_lock_acquire('r:k', '0', NULL, true)", '0A000', qr/fair locks need the redisson layout/ ],
+		[ 'fair xact with plain', "SELECT redis_xact_lock_acquire('r:k', '0', NULL, true, 'plain')", '0A000', qr/fair locks need the redisson layout/ ],
 		[ 'bad layout', "SELECT redis_lock_acquire('r:k', layout => 'flat')", '22023', qr/invalid layout "flat"/ ],
+		[ 'bad layout, xact', "SELECT redis_xact_lock_acquire('r:k', layout => 'Plain')", '22023', qr/invalid layout "Plain"/ ],
+		[ 'bad setting', "SET redislock.layout = 'flat'", '22023', qr/invalid value for parameter "redislock.layout"/ ],
 		[ 'bad layout, all', "SELECT redis_lock_acquire_all(ARRAY['r:k'], layout => 'flat')", '22023', qr/invalid layout/ ],
 	);
 	my @redisson_only = (
 		"SELECT redis_read_lock_acquire('r:k', '0')",
 		"SELECT redis_write_lock_acquire('r:k', '0')",
+		"BEGIN; SELECT redis_xact_read_lock_acquire('r:k', '0')",
+		"BEGIN; SELECT redis_xact_write_lock_acquire('r:k', '0')",
+		"BEGIN; SELECT redis_xact_semaphore_acquire('r:k', 1, '0')",
+		"BEGIN; SELECT redis_xact_permit_acquire('r:k', '0')",
 		"SELECT redis_semaphore_try_set_permits('r:k', 2)",
 		"SELECT redis_semaphore_add_permits('r:k', 2)",
 		"SELECT redis_semaphore_acquire('r:k', 1, '0')",
@@ -298,6 +306,7 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 		my (undef, $err, $state) = $a->try($sql);
 		is($state, $code, "$what: $code");
 		like($err // '', $re, "$what: message");
+		$a->try('ROLLBACK');
 		$a->query('RESET redislock.layout');
 	}
 	is($dbsize->(), $n0, 'refusals: nothing written to Redis');
@@ -353,6 +362,8 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 	is($obs->query("SELECT layout || '/' || kind || '/' || (holders = ARRAY['$owner_a']) || '/' || (holder_pids = ARRAY[" . $a->pid . "]) FROM redis_lock_waits WHERE pid = " . $b->pid),
 		'plain/lock/true/true', 'views: redis_lock_waits shows B waiting for A, layout plain')
 	  or diag(explain([ $obs->rows('SELECT * FROM redis_lock_waits') ]));
+	is($obs->query('SELECT redis_lock_blocking_pids(' . $b->pid . ')::text'), '{' . $a->pid . '}',
+		'views: redis_lock_blocking_pids names A');
 	$a->query("SELECT redis_lock_release('v:1'), redis_lock_release('v:1')");
 	my ($v) = $b->finish($T);
 	is($v, 't', 'views: B gets v:1');
