@@ -330,10 +330,47 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 		is($state, '42809', "other layout: $sql: 42809");
 		like($err // '', qr/has the $has layout/, "other layout: $sql: names the $has layout");
 	}
+	# a plain key where the Redisson-only kinds are asked for: an error, no change
+	for my $sql ("SELECT redis_lock_acquire('r:str', '0', NULL, true)",
+		"SELECT redis_read_lock_acquire('r:str', '0')",
+		"SELECT redis_write_lock_acquire('r:str', '0')")
+	{
+		my (undef, $err, $state) = $a->try($sql);
+		is($state, '42809', "plain key: $sql: 42809");
+		like($err // '', qr/a lock of the plain layout/, "plain key: $sql: the hint names the plain layout");
+	}
 	is_deeply([ join(',', cli('HGETALL', 'r:hash')), value_of('r:str') ], \@before, 'other layout: both keys unchanged');
 	is(cli('EXISTS', 'r:free'), 0, 'other layout: nothing else written');
 	ok(!defined $obs->query("SELECT 1 FROM redis_locks WHERE pid = " . $a->pid), 'other layout: A holds nothing');
 	$b->query("SELECT redis_lock_release('r:hash'), redis_lock_release('r:str')");
+}
+
+# A Redisson semaphore's or latch's count (a string holding an integer) is
+# not a plain lock: a lock of either layout is refused there, force release
+# deletes nothing.
+{
+	$a->query("SELECT redis_semaphore_try_set_permits('n:sem', 3)");
+	$a->query("SELECT redis_latch_try_set_count('n:latch', 2)");
+	for my $name ('n:sem', 'n:latch')
+	{
+		my $v0 = value_of($name);
+		for my $sql ("SELECT redis_lock_acquire('$name', '0')",
+			"SELECT redis_lock_acquire_all(ARRAY['$name'], '0')",
+			"SELECT redis_lock_force_release('$name')",
+			"SET redislock.layout = 'plain'; SELECT redis_lock_force_release('$name')")
+		{
+			my (undef, $err, $state) = $a->try($sql);
+			$a->query('RESET redislock.layout');
+			is($state, '42809', "count: $sql: 42809");
+			unlike($err // '', qr/has the plain layout/, "count: $sql: not called a plain lock");
+		}
+		is($a->query("SELECT redis_lock_acquire('$name', '0', layout => 'plain')"), 'f',
+			"count: a plain acquire of $name is refused (held, as for the other plain clients)");
+		is(value_of($name), $v0, "count: $name unchanged ($v0)");
+		$a->try("SELECT redis_lock_release('$name')");    # (held only if taken wrongly)
+		$a->notices;
+		cli('DEL', $name);
+	}
 }
 
 # --- 10. views, fencing tokens ---------------------------------------------------------
