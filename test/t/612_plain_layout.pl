@@ -16,7 +16,8 @@
 #     Integration's unlock channel both ways; force release;
 #   - Redlock over 3 masters and a Redis Cluster of 3 masters.
 # Wake latencies are printed (diag), never asserted.
-# Takes about 40 s (PostgreSQL 15; a cluster and 5 redis-servers among it).
+# Takes about 25 s (PostgreSQL 15, 2 cores; a 3-master cluster, 3 Redlock
+# masters and one more redis-server among it).
 use strict;
 use warnings;
 use FindBin;
@@ -504,6 +505,16 @@ sub woken_ok
 		cli('DEL', $name);
 		woken_ok($w, $name, $t0, "DEL by redis-cli, $mode");
 
+		# the same once the waiter's back-off has reached its longest pause
+		$name .= ':late';
+		cli('SET', $name, 'someone-else', 'PX', 600_000);
+		$w = waiter($name);
+		until_ok("$mode: the waiter has waited 3 s", sub {
+			$obs->query('SELECT now() - wait_started > interval \'3 s\' FROM redis_lock_waits WHERE pid = ' . $w->pid) eq 't' });
+		$t0 = time();
+		cli('DEL', $name);
+		woken_ok($w, $name, $t0, "DEL by redis-cli after 3 s of waiting, $mode");
+
 		$name = 'wk:exp:' . ($notify ? 'n' : 'p');
 		cli('SET', $name, 'someone-else', 'PX', 600_000);
 		$w = waiter($name);
@@ -587,6 +598,16 @@ cli('CONFIG', 'SET', 'notify-keyspace-events', '');
 	is($a->query("SELECT redis_lock_release('reg:x')"), 't', 'spring: A releases reg:x');
 	until_ok("spring: PUBLISH $chan reg:x seen by the subscriber", sub { $sub->pump_nb; $out =~ /^message\n\Q$chan\E\nreg:x$/m });
 	$sub->kill_kill;
+
+	# the setting: at most 8 registries, a list, a superuser's
+	my (undef, $e, $st) = $a->try("SET redislock.spring_registries = '" . join(',', map { "r$_" } 1 .. 9) . "'");
+	is($st, '22023', 'spring: 9 registries refused (22023)');
+	(undef, $e, $st) = $a->try(q{SET redislock.spring_registries = 'a,,b'});
+	is($st, '22023', 'spring: a bad list refused (22023)');
+	my $u = RedisLockTest::Session->new($node, user => 'plainrole');
+	(undef, $e, $st) = $u->try("SET redislock.spring_registries = 'reg'");
+	is($st, '42501', 'spring: an ordinary role may not set it (42501)');
+	$u->close;
 
 	# a release of a name of no listed registry publishes nothing there
 	is($a->query("SELECT redis_lock_acquire('other:x', '0', '10 min', layout => 'plain') AND redis_lock_release('other:x')"), 't',
@@ -733,6 +754,16 @@ $node->stop;
 	is($v, 't', 'cluster: Y woken by the SQL release');
 	diag('wake latency, cluster SQL release: ' . int((time() - $t0) * 1000) . ' ms');
 	is($y->query("SELECT redis_lock_release('pc:w')"), 't', 'cluster: Y releases');
+	# and by another client's DEL on the slot's master (polling)
+	$cl->cli_for_key('pc:w', 'SET', 'pc:w', 'someone-else', 'PX', 600_000);
+	$y->start("SELECT redis_lock_acquire('pc:w', '60 s', '1 min', layout => 'plain')");
+	waits_ok($y, 'cluster: Y waits for a foreign pc:w');
+	$t0 = time();
+	$cl->cli_for_key('pc:w', 'DEL', 'pc:w');
+	($v) = $y->finish($T);
+	is($v, 't', 'cluster: Y gets pc:w after the DEL');
+	diag('wake latency, cluster DEL by redis-cli (polling): ' . int((time() - $t0) * 1000) . ' ms');
+	is($y->query("SELECT redis_lock_release('pc:w')"), 't', 'cluster: Y releases again');
 	$y->close;
 	no_crash_ok($cn, 'cluster');
 	$x->close;
