@@ -2,20 +2,26 @@
 # with real redis-servers and concurrent PostgreSQL sessions, each step
 # observed on the key itself (redis-cli GET/PTTL/TYPE): the key is the name,
 # its value redis_lock_owner_id().
-#   - the ways to choose it (layout => 'plain', SET, SET LOCAL, ALTER ROLE);
-#     re-entry counted in the session; transaction scope; fixed lease (PX);
-#     the watchdog over several watchdog_timeouts; session end (disconnect,
+#   - the ways to choose it (layout => 'plain', SET, SET LOCAL, ALTER ROLE,
+#     ALTER DATABASE; the argument over the setting); re-entry counted in
+#     the session; transaction scope; fixed lease (PX); the watchdog over
+#     several watchdog_timeouts; session end (disconnect,
 #     pg_terminate_backend) and the worker's clean-up of an ended session;
 #   - a key whose value is not ours: never deleted or extended by release,
 #     renewal, session end or the worker; the hold is lost (WARNING,
 #     redis_locks state, on_lock_lost = cancel, the commit guard);
 #   - multi-locks all or none; refusals (fair, the Redisson-only functions,
-#     a bad layout, a key of the other layout) with nothing written;
+#     a bad layout, a key of the other layout, a semaphore's or latch's
+#     count) with nothing written;
 #   - views and fencing tokens; waits woken by a SQL release, a DEL with and
-#     without keyspace notifications, a foreign key's expiry, and Spring
-#     Integration's unlock channel both ways; force release;
-#   - Redlock over 3 masters and a Redis Cluster of 3 masters.
-# Wake latencies are printed (diag), never asserted.
+#     without keyspace notifications, a foreign key's expiry, releases no
+#     event tells of (notifications turned off, FLUSHDB), Spring
+#     Integration's unlock channel both ways, force release; a waiter
+#     cancelled or timed out; a deadlock between plain locks;
+#   - Redlock over 3 masters (restore after an empty restart) and a Redis
+#     Cluster of 3 masters.
+# Wake latencies are printed (diag), never asserted.  One TODO test: any
+# role reads a short printable string through redis_lock_status.
 # Takes about 25 s (PostgreSQL 15, 2 cores; a 3-master cluster, 3 Redlock
 # masters and one more redis-server among it).
 use strict;
