@@ -12,7 +12,8 @@
 -- one and the counter would vanish under a name in use, restarting tokens
 -- at 1). PERSIST drops a TTL an earlier redislock version put on it.
 -- Returns the error "LAYOUT plain" when the key is a string: a lock of the
--- plain layout.
+-- plain layout, unless it holds an integer (a Redisson semaphore's or
+-- count-down latch's count): then the WRONGTYPE error, as before 1.2.
 -- Returns {1, token, fresh}: taken; fresh = 1 when the owner did not hold it
 --         before (the fencing counter was incremented), token = the counter.
 --         {0, pttl}: held by another owner; pttl of the lock in ms.
@@ -20,7 +21,8 @@ local owner = ARGV[2]
 local held = redis.pcall('hexists', KEYS[1], owner)
 if type(held) == 'table' then
     -- a string here is a lock of the plain layout (plain_acquire.lua)
-    if redis.call('type', KEYS[1])['ok'] == 'string' then
+    if redis.call('type', KEYS[1])['ok'] == 'string' and
+       not string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then
         return redis.error_reply('LAYOUT plain')
     end
     return held

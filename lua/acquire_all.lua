@@ -10,14 +10,16 @@
 -- Returns {1, token 1, fresh 1, token 2, fresh 2, ...} when all are taken;
 --         {0, pttl, i}: name i is held by another owner (pttl of it, ms),
 --         and nothing was changed; the error "LAYOUT plain" when a key is a
---         string: a lock of the plain layout.
+--         string: a lock of the plain layout, unless it holds an integer (a
+--         Redisson semaphore's or latch's count: WRONGTYPE, see acquire.lua).
 local owner = ARGV[2]
 local n = #KEYS / 2
 for i = 1, n do
     local name = KEYS[2 * i - 1]
     local held = redis.pcall('hexists', name, owner)
     if type(held) == 'table' then
-        if redis.call('type', name)['ok'] == 'string' then
+        if redis.call('type', name)['ok'] == 'string' and
+           not string.match(redis.call('get', name), '^%-?%d+$') then
             return redis.error_reply('LAYOUT plain')
         end
         return held

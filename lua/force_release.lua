@@ -13,10 +13,15 @@
 --          on the peers' channels ARGV[3...] (see plain_release.lua)
 -- KEYS[6]  with ARGV[2] '1': redislock_plain__channel:{<name>}
 -- Returns 1 when a lock was deleted, 0 when there was none. Refuses to delete
--- a key that is not a lock hash: it belongs to something else.
+-- a key that is not a lock hash: it belongs to something else. A string
+-- holding an integer is taken for a Redisson semaphore's or count-down
+-- latch's count, not a lock of the plain layout (whose values are tokens).
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
     return 0
+end
+if kind == 'string' and string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then
+    kind = 'count'
 end
 if kind == 'string' and ARGV[2] == '1' then
     redis.call('del', KEYS[1])
@@ -28,6 +33,9 @@ if kind == 'string' and ARGV[2] == '1' then
 end
 if kind == 'string' then
     return redis.error_reply('LAYOUT plain')
+end
+if kind == 'count' then
+    return redis.error_reply('WRONGTYPE key holds a string, not a lock hash')
 end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock hash')

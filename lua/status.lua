@@ -10,7 +10,9 @@
 --         when a key has another shape. A lock of the plain layout is a
 --         string (its holder's token, shown as the holder with count 1),
 --         reported only when it looks like one: at most 256 printable
---         characters without spaces, so that other strings stay unread. A lock
+--         characters without spaces, and not an integer (a Redisson
+--         semaphore's or count-down latch's count), so that other strings
+--         stay unread. A lock
 --         hash holds owner ids "<id>:<number>" with positive integer counts;
 --         a Redisson read-write lock also has the field "mode" (read or
 --         write) and its writers "<id>:<number>:write", which are reported
@@ -28,7 +30,8 @@ end
 local lock = kind(KEYS[1])
 if lock == 'string' then
     local value = redis.call('get', KEYS[1])
-    if #value > 256 or not string.match(value, '^[%w%p]+$') then
+    if #value > 256 or not string.match(value, '^[%w%p]+$') or
+       string.match(value, '^%-?%d+$') then
         return not_lock()
     end
     local plain = KEYS[4] and redis.call('get', KEYS[4])

@@ -21,7 +21,10 @@
  * On a Redis Cluster and with Redlock a waiter hears SQL releases only.
  * Without keyspace notifications the wait also polls, with a jittered
  * back-off of at most RL_PLAIN_POLL_MAX_MS between tries, as redsync and
- * redis-py poll; a lease that ends is waited for to its end anyway.
+ * redis-py poll; a lease that ends is waited for to its end anyway. With
+ * them it still polls, backing off to at most NOTIFY_RECHECK_MS: some
+ * releases publish no event it hears (FLUSHDB, notifications turned off
+ * during the wait), and a waiter must not sleep out its wait over them.
  *
  * src/plain.c
  */
@@ -161,8 +164,8 @@ notifications_on(const char *name)
 /*
  * Where a waiter for plain lock name listens, in *out (the first is
  * redislock's own, the one a Redlock waiter listens on); returns how many.
- * *poll_ms gets the longest pause between tries without a message: 0 when
- * keyspace notifications hear every release.
+ * *poll_ms gets the longest pause between tries without a message: long
+ * when keyspace notifications hear almost every release.
  */
 int
 rl_plain_wake_channels(const char *name, const char ***out, int *poll_ms)
@@ -177,7 +180,7 @@ rl_plain_wake_channels(const char *name, const char ***out, int *poll_ms)
 	if (rl_mode() != RL_MODE_CLUSTER)
 		n += spring_channels(name, channels + n, RL_PLAIN_MAX_REGISTRIES);
 	*out = channels;
-	*poll_ms = notified ? 0 : RL_PLAIN_POLL_MAX_MS;
+	*poll_ms = notified ? NOTIFY_RECHECK_MS : RL_PLAIN_POLL_MAX_MS;
 	return n;
 }
 
