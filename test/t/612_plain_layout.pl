@@ -20,8 +20,7 @@
 #     cancelled or timed out; a deadlock between plain locks;
 #   - Redlock over 3 masters (restore after an empty restart) and a Redis
 #     Cluster of 3 masters.
-# Wake latencies are printed (diag), never asserted.  One TODO test: any
-# role reads a short printable string through redis_lock_status.
+# Wake latencies are printed (diag), never asserted.
 # Takes about 25 s (PostgreSQL 15, 2 cores; a 3-master cluster, 3 Redlock
 # masters and one more redis-server among it).
 use strict;
@@ -349,6 +348,18 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 	is_deeply([ join(',', cli('HGETALL', 'r:hash')), value_of('r:str') ], \@before, 'other layout: both keys unchanged');
 	is(cli('EXISTS', 'r:free'), 0, 'other layout: nothing else written');
 	ok(!defined $obs->query("SELECT 1 FROM redis_locks WHERE pid = " . $a->pid), 'other layout: A holds nothing');
+	# the session itself holds the name in the other layout: told so, before Redis
+	for my $c (
+		[ "SELECT redis_lock_acquire('r:hash', '0', layout => 'plain')", 'redisson' ],
+		[ "SELECT redis_lock_acquire('r:str', '0')", 'plain' ],
+		[ "SELECT redis_read_lock_acquire('r:str', '0')", 'plain' ])
+	{
+		my ($sql, $has) = @$c;
+		my (undef, $err, $state) = $b->try($sql);
+		is($state, '55000', "own hold: $sql: 55000");
+		like($err // '', qr/this session holds "r:\w+" in the $has layout/, "own hold: $sql: names the $has layout");
+	}
+	is_deeply([ join(',', cli('HGETALL', 'r:hash')), value_of('r:str') ], \@before, 'own hold: both keys unchanged');
 	$b->query("SELECT redis_lock_release('r:hash'), redis_lock_release('r:str')");
 }
 
@@ -382,17 +393,29 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 	}
 }
 
-# docs/security.md: redis_lock_status is open to every user "and so shows
-# only lock-shaped keys". An application's secret stored as a string (no
-# TTL, printable, no spaces) is shown to any role as a plain lock's holder.
+# docs/security.md: redis_lock_status is open to every user. A string at a
+# name (another client's token, an application's secret) is shown as a
+# plain lock, its value only to roles with pg_read_all_stats.
 {
 	cli('SET', 'app:secret', 'sk_live_0123456789abcdef');
 	my $u = RedisLockTest::Session->new($node, user => 'plainrole');
 	my ($v) = $u->try("SELECT holders::text FROM redis_lock_status('app:secret')");
-	TODO: {
-		local $TODO = 'for the lead: status.lua reports any short printable string as a plain lock';
-		unlike($v // '', qr/sk_live/, "an ordinary role cannot read another application's string through redis_lock_status");
-	}
+	is($v, '{(hidden)}', "an ordinary role cannot read another application's string through redis_lock_status");
+	($v) = $u->try("SELECT holders::text FROM redis_lock_nodes('app:secret')");
+	is($v, '{(hidden)}', '... nor through redis_lock_nodes');
+	$u->close;
+	$obs->query('GRANT pg_read_all_stats TO plainrole');
+	$u = RedisLockTest::Session->new($node, user => 'plainrole');
+	is($u->query("SELECT holders::text FROM redis_lock_status('app:secret')"), '{sk_live_0123456789abcdef}',
+		'a role with pg_read_all_stats reads the token');
+	$u->close;
+	$obs->query('REVOKE pg_read_all_stats FROM plainrole');
+	$u = RedisLockTest::Session->new($node, user => 'plainrole');
+	is($u->query("SELECT redis_lock_acquire('app:own', '0', '1 min', layout => 'plain')"), 't',
+		'a SQL holder of a plain lock ...');
+	is($u->query("SELECT holders = ARRAY[redis_lock_owner_id()] FROM redis_lock_status('app:own')"), 't',
+		'... is shown by its owner id to everyone (redis_locks shows it anyway)');
+	is($u->query("SELECT redis_lock_release('app:own')"), 't', '... and released');
 	$u->close;
 	cli('DEL', 'app:secret');
 }
