@@ -5,6 +5,8 @@
 -- KEYS[2]  waiter queue redisson_lock_queue:{<name>}
 -- KEYS[3]  fencing counter redisson_lock_token:{<name>}
 -- KEYS[4]  the plain layout's counter redislock_plain_token:{<name>}
+-- ARGV[1]  'plain' when the caller takes locks in the plain layout: a free
+--          name is then reported as a plain one, with its counter
 -- Returns {{owner, count, ...}, pttl, queue length, fencing counter or
 --         false, read-write mode or false, layout}, or the error "NOTLOCK"
 --         when a key has another shape. A lock of the plain layout is a
@@ -40,6 +42,13 @@ if lock == 'string' then
     end
     return {{value, '1'}, redis.call('pttl', KEYS[1]), 0, plain or false,
             false, 'plain'}
+end
+if lock == 'none' and ARGV[1] == 'plain' then
+    local plain = KEYS[4] and redis.call('get', KEYS[4])
+    if plain and not string.match(plain, '^%d+$') then
+        return not_lock()
+    end
+    return {{}, -2, 0, plain or false, false, 'plain'}
 end
 local queue = KEYS[2] and kind(KEYS[2]) or 'none'
 local counter = KEYS[3] and kind(KEYS[3]) or 'none'

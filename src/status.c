@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "lock_int.h"
+#include "plain.h"
 #include "registry.h"
 #include "route.h"
 #include "scripts.h"
@@ -26,6 +27,8 @@ status_eval(RLEval *e, const char *name)
 	e->keys[1] = queue_key(name);
 	e->keys[2] = token_key(name);
 	e->keys[3] = rl_plain_primitive.fencing_key(name);
+	e->nargs = 1;
+	e->args[0] = rl_layout == RL_LAYOUT_PLAIN ? "plain" : "redisson";
 }
 
 /* Reads status.lua's reply into st. */

@@ -2,9 +2,11 @@
 # Redis through redislock is bounded (issue 9, item 10):
 #  * redis_lock_status() and redis_lock_nodes() report only lock-shaped data
 #    (owner-id fields with counts, a Redisson read-write lock's mode and
-#    readers): an application's hash, a string, a list, a hash with a
-#    non-integer count or a non-integer fencing counter is refused with
-#    42809 and none of its content appears in the error;
+#    readers): an application's hash, a list, a string holding spaces, a
+#    hash with a non-integer count or a non-integer fencing counter is
+#    refused with 42809 and none of its content appears in the error; a
+#    string without spaces is a lock of the plain layout (1.2) whose value
+#    an ordinary user does not see;
 #  * the fencing counter redisson_lock_token:{name} never gets a TTL (as
 #    in Redisson's RFencedLock), from any kind of acquisition, and one left
 #    by an earlier version is dropped;
@@ -27,7 +29,8 @@ my $pl = RedisLockTest::Session->new($node, user => 'plain');
 # --- status reads only locks -------------------------------------------------
 $redis->cli('HSET', 'app:users', 'alice', 'secret-alice', 'bob', 'secret-bob');
 $redis->cli('HSET', 'app:counts', 'x:1', 'secret-count');
-$redis->cli('SET', 'app:str', 'secret-string');
+$redis->cli('SET', 'app:str', 'secret string');
+$redis->cli('SET', 'app:plain', 'secret-string');
 $redis->cli('RPUSH', 'app:list', 'secret-list');
 $redis->cli('SET', 'redisson_lock_token:{app:tok}', 'secret-token');
 $redis->cli('HSET', 'app:rwbad', 'mode', 'secret-mode', "x:1", 1);
@@ -42,6 +45,13 @@ for my $key (qw(app:users app:counts app:str app:list app:tok app:rwbad app:writ
 		like($err // '', qr/Redis key "\Q$key\E" is not a lock/, '... saying it is not a lock');
 		unlike($err // '', qr/secret/, '... without any of its content');
 	}
+}
+
+# a string without spaces is a plain lock: shown as such, its value hidden
+for my $f ('redis_lock_status', 'redis_lock_nodes')
+{
+	is($pl->query("SELECT locked::text || ' ' || holders::text || ' ' || layout FROM $f('app:plain')"),
+		'true {(hidden)} plain', "$f('app:plain'): a plain lock, its holder hidden");
 }
 
 # lock-shaped data is shown: a Redisson read-write lock with two readers

@@ -456,6 +456,10 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 	is($b->query("SELECT redis_lock_release('v:1')"), 't', 'views: B releases');
 	is($b->query("SELECT locked::text || '/' || layout FROM redis_lock_status('v:1')"), 'false/redisson',
 		'views: a free name shows unlocked (no key: the default layout)');
+	$b->query("SET redislock.layout = 'plain'");
+	is($b->query("SELECT locked::text || '/' || layout || '/' || fencing_token FROM redis_lock_status('v:1')"),
+		'false/plain/' . ($tok1 + 1), "views: ... and under redislock.layout = 'plain', plain with its counter");
+	$b->query('RESET redislock.layout');
 }
 
 # --- 11. the commit guard ---------------------------------------------------------------
