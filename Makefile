@@ -30,6 +30,7 @@ OBJS = \
 	src/multilock.o \
 	src/onlost.o \
 	src/pipeline.o \
+	src/plain.o \
 	src/pubsub.o \
 	src/redislock.o \
 	src/redlock.o \
@@ -60,7 +61,7 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(srcdir)/$(EXT
 # sql/redislock.sql is the newest version's script; the full scripts of
 # older versions and the upgrade scripts are installed as they are, so that
 # every released version can be installed and updated (as pgvector does)
-DATA = sql/redislock--1.0.sql $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/redislock--*--*.sql))
+DATA = sql/redislock--1.0.sql sql/redislock--1.1.sql $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/redislock--*--*.sql))
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 PGFILEDESC = "redislock - Redis-backed distributed locks"
 

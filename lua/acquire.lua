@@ -11,11 +11,21 @@
 -- only INCRs it (INCR keeps a TTL, so Java acquisitions would never extend
 -- one and the counter would vanish under a name in use, restarting tokens
 -- at 1). PERSIST drops a TTL an earlier redislock version put on it.
+-- Returns the error "LAYOUT plain" when the key is a string: a lock of the
+-- plain layout.
 -- Returns {1, token, fresh}: taken; fresh = 1 when the owner did not hold it
 --         before (the fencing counter was incremented), token = the counter.
 --         {0, pttl}: held by another owner; pttl of the lock in ms.
 local owner = ARGV[2]
-local held = redis.call('hexists', KEYS[1], owner) == 1
+local held = redis.pcall('hexists', KEYS[1], owner)
+if type(held) == 'table' then
+    -- a string here is a lock of the plain layout (plain_acquire.lua)
+    if redis.call('type', KEYS[1])['ok'] == 'string' then
+        return redis.error_reply('LAYOUT plain')
+    end
+    return held
+end
+held = held == 1
 if not held and redis.call('exists', KEYS[1]) == 1 then
     return {0, redis.call('pttl', KEYS[1])}
 end

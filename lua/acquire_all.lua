@@ -9,13 +9,20 @@
 -- The fencing counters never get a TTL (see acquire.lua).
 -- Returns {1, token 1, fresh 1, token 2, fresh 2, ...} when all are taken;
 --         {0, pttl, i}: name i is held by another owner (pttl of it, ms),
---         and nothing was changed.
+--         and nothing was changed; the error "LAYOUT plain" when a key is a
+--         string: a lock of the plain layout.
 local owner = ARGV[2]
 local n = #KEYS / 2
 for i = 1, n do
     local name = KEYS[2 * i - 1]
-    if redis.call('hexists', name, owner) == 0 and
-       redis.call('exists', name) == 1 then
+    local held = redis.pcall('hexists', name, owner)
+    if type(held) == 'table' then
+        if redis.call('type', name)['ok'] == 'string' then
+            return redis.error_reply('LAYOUT plain')
+        end
+        return held
+    end
+    if held == 0 and redis.call('exists', name) == 1 then
         return {0, redis.call('pttl', name), i}
     end
 end

@@ -8,11 +8,26 @@
 --          Redisson's write forceUnlock)
 -- KEYS[5]  waiter deadlines redisson_lock_timeout:{<name>}
 -- ARGV[1]  publish command: 'publish' or 'spublish' (see release.lua)
+-- ARGV[2]  '1' when the caller's layout is plain: a string key is then a
+--          lock of the plain layout, deleted and announced on KEYS[6] and
+--          on the peers' channels ARGV[3...] (see plain_release.lua)
+-- KEYS[6]  with ARGV[2] '1': redislock_plain__channel:{<name>}
 -- Returns 1 when a lock was deleted, 0 when there was none. Refuses to delete
 -- a key that is not a lock hash: it belongs to something else.
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
     return 0
+end
+if kind == 'string' and ARGV[2] == '1' then
+    redis.call('del', KEYS[1])
+    redis.call(ARGV[1], KEYS[6], '0')
+    for i = 3, #ARGV do
+        redis.call('publish', ARGV[i], KEYS[1])
+    end
+    return 1
+end
+if kind == 'string' then
+    return redis.error_reply('LAYOUT plain')
 end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock hash')

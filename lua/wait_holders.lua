@@ -7,7 +7,8 @@
 -- ARGV[2]  what it waits for: 'lock', 'read' or 'write'
 -- ARGV[3]  '1' when it waits in the fair queue
 -- Returns the owner ids it waits for, each once, never the waiter itself:
---   lock   every holder of the hash (owner fields; a writer "<id>:write"
+--   lock   the holder of a plain lock (a string: its token, when it is an
+--          owner id); every holder of the hash (owner fields; a writer "<id>:write"
 --          as <id>); with fair and the lock free, the owners queued ahead
 --          of the waiter, who take it first (none if the waiter is not
 --          queued: it holds the lock, or left). While it is held, the holders
@@ -44,6 +45,12 @@ local function owner_of(field)
 end
 
 local t = redis.call('type', KEYS[1])['ok']
+if t == 'string' and kind == 'lock' then
+    -- a lock of the plain layout: its holder's token (an owner id when
+    -- the holder is a SQL session, which is all a deadlock can go through)
+    add(owner_of(redis.call('get', KEYS[1])) and redis.call('get', KEYS[1]))
+    return out
+end
 if t ~= 'hash' and t ~= 'none' then
     return out
 end

@@ -10,23 +10,25 @@
 CREATE FUNCTION redis_lock_acquire(name text,
                                    wait interval DEFAULT NULL,
                                    lease interval DEFAULT NULL,
-                                   fair boolean DEFAULT false)
+                                   fair boolean DEFAULT false,
+                                   layout text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'redis_lock_acquire'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION redis_lock_acquire(text, interval, interval, boolean) IS
-'take a session-scope, reentrant Redis lock; wait NULL = until acquired, 0 = one attempt; lease NULL = watchdog lease; fair = FIFO among waiters; returns false when the wait ends without the lock';
+COMMENT ON FUNCTION redis_lock_acquire(text, interval, interval, boolean, text) IS
+'take a session-scope, reentrant Redis lock; wait NULL = until acquired, 0 = one attempt; lease NULL = watchdog lease; fair = FIFO among waiters; layout = redisson (a hash, as Redisson) or plain (one string key, as redsync, node redlock, redis-py, ShedLock, Spring Integration), NULL = redislock.layout; returns false when the wait ends without the lock';
 
 CREATE FUNCTION redis_xact_lock_acquire(name text,
                                         wait interval DEFAULT NULL,
                                         lease interval DEFAULT NULL,
-                                        fair boolean DEFAULT false)
+                                        fair boolean DEFAULT false,
+                                        layout text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'redis_xact_lock_acquire'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION redis_xact_lock_acquire(text, interval, interval, boolean) IS
+COMMENT ON FUNCTION redis_xact_lock_acquire(text, interval, interval, boolean, text) IS
 'take a transaction-scope Redis lock, released at COMMIT or ROLLBACK; arguments as redis_lock_acquire';
 
 CREATE FUNCTION redis_lock_release(name text)
@@ -97,22 +99,24 @@ COMMENT ON FUNCTION redis_write_lock_release(text) IS
 
 CREATE FUNCTION redis_lock_acquire_all(names text[],
                                        wait interval DEFAULT NULL,
-                                       lease interval DEFAULT NULL)
+                                       lease interval DEFAULT NULL,
+                                       layout text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'redis_lock_acquire_all'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION redis_lock_acquire_all(text[], interval, interval) IS
-'take every named Redis lock or none (at most 32 names), each as a session-scope hold that redis_lock_release drops; wait and lease as redis_lock_acquire';
+COMMENT ON FUNCTION redis_lock_acquire_all(text[], interval, interval, text) IS
+'take every named Redis lock or none (at most 32 names), each as a session-scope hold that redis_lock_release drops; wait, lease and layout as redis_lock_acquire';
 
 CREATE FUNCTION redis_xact_lock_acquire_all(names text[],
                                             wait interval DEFAULT NULL,
-                                            lease interval DEFAULT NULL)
+                                            lease interval DEFAULT NULL,
+                                            layout text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'redis_xact_lock_acquire_all'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION redis_xact_lock_acquire_all(text[], interval, interval) IS
+COMMENT ON FUNCTION redis_xact_lock_acquire_all(text[], interval, interval, text) IS
 'take every named Redis lock or none, at transaction scope (released at COMMIT or ROLLBACK); arguments as redis_lock_acquire_all';
 
 -- Semaphores (Redisson RSemaphore layout), expiring permits (Redisson
@@ -282,13 +286,14 @@ CREATE FUNCTION redis_lock_status(name text,
                                   OUT fencing_token bigint,
                                   OUT held_by_me boolean,
                                   OUT mode text,
-                                  OUT rw_mode text)
+                                  OUT rw_mode text,
+                                  OUT layout text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'redis_lock_status'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION redis_lock_status(text) IS
-'what Redis says about a lock now: locked, holder owner ids, hold count, remaining lease, fair-queue length, last fencing token, whether this session holds it, and the mode (single, sentinel, cluster or redlock), and for a read-write lock whether it is held for read or write (holders then lists readers as <owner> and writers as <owner>:write); with redlock, what a majority of masters agree on';
+'what Redis says about a lock now: locked, holder owner ids, hold count, remaining lease, fair-queue length, last fencing token, whether this session holds it, and the mode (single, sentinel, cluster or redlock), for a read-write lock whether it is held for read or write (holders then lists readers as <owner> and writers as <owner>:write), and the key layout (redisson, or plain: a string key whose value is the holder''s token); with redlock, what a majority of masters agree on';
 
 CREATE FUNCTION redis_lock_nodes(name text,
                                  OUT node text,
@@ -299,13 +304,14 @@ CREATE FUNCTION redis_lock_nodes(name text,
                                  OUT queue_length integer,
                                  OUT fencing_token bigint,
                                  OUT held_by_me boolean,
-                                 OUT error text)
+                                 OUT error text,
+                                 OUT layout text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'redis_lock_nodes'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION redis_lock_nodes(text) IS
-'what each redlock master says about a lock now (error says why a master did not answer); one row for a single server or cluster';
+'what each redlock master says about a lock now (error says why a master did not answer; layout as redis_lock_status); one row for a single server or cluster';
 
 CREATE FUNCTION redis_lock_fencing_token(name text)
 RETURNS bigint
@@ -339,7 +345,8 @@ CREATE FUNCTION redis_locks(OUT pid integer,
                             OUT state text,
                             OUT owner_id text,
                             OUT masters text,
-                            OUT kind text)
+                            OUT kind text,
+                            OUT layout text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'redis_locks'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -348,12 +355,12 @@ COMMENT ON FUNCTION redis_locks() IS
 'locks held by the sessions of this server, from shared memory; see view redis_locks';
 
 CREATE VIEW redis_locks AS
-    SELECT pid, name, kind, scope, mode, hold_count, lease, renewal, fencing_token,
+    SELECT pid, name, kind, layout, scope, mode, hold_count, lease, renewal, fencing_token,
            acquired_at, renewed_at, state, owner_id, masters
     FROM redis_locks();
 
 COMMENT ON VIEW redis_locks IS
-'every Redis lock held by a session of this server: pid, name, kind (lock, read, write, semaphore or permit), scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing/unsettled), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
+'every Redis lock held by a session of this server: pid, name, kind (lock, read, write, semaphore or permit), layout (redisson, or plain for a lock kept as one string key), scope (session/transaction), mode (fair/nonfair), hold count, lease, renewal (watchdog/fixed), fencing token, acquired at, last renewed at, state (held/expired/lost/releasing/unsettled), owner id, and with Redlock how many masters had the hold at the last acquisition or renewal (e.g. 5/5)';
 
 CREATE FUNCTION redis_lock_stats(OUT acquires bigint,
                                  OUT reentries bigint,
@@ -390,7 +397,8 @@ CREATE FUNCTION redis_lock_waits(OUT pid integer,
                                  OUT kind text,
                                  OUT wait_started timestamptz,
                                  OUT holders text[],
-                                 OUT holder_pids integer[])
+                                 OUT holder_pids integer[],
+                                 OUT layout text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'redis_lock_waits'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
@@ -401,7 +409,7 @@ COMMENT ON FUNCTION redis_lock_waits() IS
 CREATE VIEW redis_lock_waits AS SELECT * FROM redis_lock_waits();
 
 COMMENT ON VIEW redis_lock_waits IS
-'every session of this server waiting for a Redis lock: pid, name (a multi-lock wait shows its first), kind (lock, read or write), when the wait started, the owner ids it waits for as Redis says now (holders; for a fair waiter of a free lock, those queued ahead; for a reader, a waiting writer), and the pids of those that are sessions of this server';
+'every session of this server waiting for a Redis lock: pid, name (a multi-lock wait shows its first), kind (lock, read or write), when the wait started, the owner ids it waits for as Redis says now (holders; for a fair waiter of a free lock, those queued ahead; for a reader, a waiting writer), the pids of those that are sessions of this server, and the layout of the lock (redisson or plain)';
 
 GRANT SELECT ON redis_lock_waits TO PUBLIC;
 

@@ -472,3 +472,13 @@ rl_server_identity(void)
 	}
 	return identity;
 }
+
+/*
+ * The database whose keyspace notifications tell of our keys: the URL's,
+ * 0 on a cluster (which has no other).
+ */
+int
+rl_keyspace_db(void)
+{
+	return rl_server.db;
+}

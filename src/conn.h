@@ -188,6 +188,7 @@ extern bool rl_fail_config(RLConn *c);
 extern bool rl_redis_reached;
 extern char *rl_failure_text(const RLConn *c);
 extern void rl_report(RLConn *c, int elevel) pg_attribute_cold;
+extern int	rl_keyspace_db(void);
 extern int	rl_op_errmsg(RLOp op, const char *name);
 pg_noreturn extern void rl_reply_error(const RLReply *reply, RLOp op,
 									   const char *name);

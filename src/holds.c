@@ -82,6 +82,13 @@ rl_released_key(const char *name, const char *owner)
 	return psprintf("%s:%s", rl_prefixed_key("redislock_released", name), owner);
 }
 
+/* The fencing counter of a lock of the Redisson layout. */
+char *
+rl_lock_token_key(const char *name)
+{
+	return token_key(name);
+}
+
 /*
  * Hashes the part of a key in use: the whole zero-padded key is over 500
  * bytes, and hashing it all was a third of the instructions of an
@@ -169,6 +176,8 @@ rl_primitive(RLKind kind)
 			return &rl_permit_primitive;
 		case RL_KIND_LATCH:
 			return &rl_latch_primitive;
+		case RL_KIND_PLAIN:
+			return &rl_plain_primitive;
 		case RL_KIND_LOCK:
 			break;
 	}

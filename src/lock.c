@@ -30,18 +30,11 @@
 #include "conn.h"
 #include "lock_int.h"
 #include "onlost.h"
+#include "plain.h"
 #include "redislock.h"
 #include "registry.h"
 #include "route.h"
 #include "scripts.h"
-
-/*
- * How long a release mark lives at least: longer than any request of the
- * worker can take (connect and command timeouts at their maximum, with
- * room), so that a renewal under way when the mark was written has reached
- * Redis or died before the mark goes.
- */
-#define RELEASE_MARK_MIN_MS (2 * (RL_MAX_CONNECT_TIMEOUT_MS + RL_MAX_COMMAND_TIMEOUT_MS))
 
 /*
  * Where a waiter is woken: the unlock channel, or for a fair waiter
@@ -96,7 +89,7 @@ lock_release_eval(RLEval *e, const char *name, const char *owner,
 		e->nkeys = 5;
 		e->keys[4] = rl_released_key(name, owner);
 		e->nargs = 5;
-		e->args[4] = rl_int64_arg(Max(mark_ms, RELEASE_MARK_MIN_MS));
+		e->args[4] = rl_int64_arg(Max(mark_ms, RL_RELEASE_MARK_MIN_MS));
 	}
 }
 
@@ -271,14 +264,17 @@ const RLPrimitive rl_lock_primitive = {
 	.label = "lock",
 	.noun = "Redis lock",
 	.plural = "Redis locks",
+	.layout = "redisson",
 	.no_redlock = NULL,
 	.waiter_place = false,
 	.owned = true,
 	.acquire = lock_acquire_eval,
+	.acquire_all = &rl_script_acquire_all,
 	.release = lock_release_eval,
 	.renew = lock_renew_eval,
 	.channel = lock_channel,
 	.field = lock_field,
+	.fencing_key = rl_lock_token_key,
 	.verify = lock_verify,
 	.verified = rl_verified_int,
 };
@@ -430,9 +426,13 @@ wait_for_lock(LocalLock *ll, const RLAcquireRequest *req,
 	const char *name = ll->name;
 	RLWait		w;
 
+	memset(&w, 0, sizeof(w));
 	w.timeout_msg = psprintf("could not obtain %s \"%s\"", prim->noun, ll->name);
 	w.nchannels = 1;
 	w.channels = &channel;
+	if (ll->kind == RL_KIND_PLAIN)
+		w.nchannels = rl_plain_wake_channels(ll->name, (const char ***) &w.channels,
+											 &w.poll_ms);
 	w.attempt = lock_wait_attempt;
 	w.give_up = lock_wait_give_up;
 	w.arg = &lw;
@@ -463,7 +463,7 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	 * hold's script kept a longer lease it had (it never shortens one):
 	 * then the lease as last confirmed still stands.
 	 */
-	TimestampTz renewed = first || ll->kind == RL_KIND_LOCK ||
+	TimestampTz renewed = first || rl_kind_exclusive(ll->kind) ||
 		lease_ms >= ll->lease_ms ? a->sent : 0;
 
 	if (first)
@@ -485,7 +485,7 @@ rl_record_hold(LocalLock *ll, const RLAcquireRequest *req, int64 lease_ms,
 	 * A re-entry sets the lease again, as in Redisson; the scripts of read
 	 * and write holds never shorten it, so neither does their entry.
 	 */
-	if (first || ll->kind == RL_KIND_LOCK)
+	if (first || rl_kind_exclusive(ll->kind))
 		ll->lease_ms = lease_ms;
 	else
 		ll->lease_ms = Max(ll->lease_ms, lease_ms);
@@ -571,7 +571,7 @@ rl_take_hold(LocalLock *ll, const RLAcquireRequest *req, int32 target,
 static bool
 held_quietly(const LocalLock *ll)
 {
-	return ll->kind == RL_KIND_LOCK && ll->watchdog && ll->session_holds > 0 &&
+	return rl_kind_exclusive(ll->kind) && ll->watchdog && ll->session_holds > 0 &&
 		!ll->dirty && !ll->queued && !ll->releasing && !ll->unsettled &&
 		rl_registry_lease_alive(ll->slot, ll->generation);
 }
@@ -805,6 +805,14 @@ release_n(const char *name, RLKind kind, const char *id, int32 n)
 	bool		again;
 	bool		delayed;
 
+	/* redis_lock_release() gives back an exclusive lock of either layout */
+	if (kind == RL_KIND_LOCK && (ll == NULL || total_holds(ll) == 0) &&
+		rl_local_find(name, RL_KIND_PLAIN) != NULL)
+	{
+		kind = RL_KIND_PLAIN;
+		ll = rl_local_find(name, kind);
+	}
+
 	if (ll != NULL && ll->session_holds > 0 && ll->session_holds < n)
 	{
 		ereport(WARNING,
@@ -944,8 +952,18 @@ rl_lock_force_release(const char *name)
 	e.keys[2] = queue_key(name);
 	e.keys[3] = rwlock_channel_key(name);
 	e.keys[4] = timeouts_key(name);
-	e.nargs = 1;
 	e.args[0] = rl_publish_command();
+	e.args[1] = "0";
+	e.nargs = 2;
+	if (rl_layout == RL_LAYOUT_PLAIN)
+	{
+		/* a string at name is a plain lock: delete it and announce it */
+		e.nkeys = 6;
+		e.keys[5] = rl_plain_channel(name);
+		e.args[1] = "1";
+		e.nargs += rl_plain_peer_channels(name, e.args + 2,
+										  RL_EVAL_MAX_ARGS - 2);
+	}
 	if (rl_mode() == RL_MODE_REDLOCK)
 	{
 		RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
@@ -975,6 +993,8 @@ rl_lock_fencing_token(const char *name, int64 *token)
 	/* a write hold is fenced like an exclusive lock; read holds are not */
 	if (ll == NULL)
 		ll = rl_local_find(name, RL_KIND_WRITE);
+	if (ll == NULL)
+		ll = rl_local_find(name, RL_KIND_PLAIN);
 
 	if (ll == NULL || total_holds(ll) == 0 ||
 		rl_registry_is_lost(ll->slot, ll->generation))

@@ -45,6 +45,7 @@ typedef struct RLStatus
 	bool		held_by_me;
 	const char *mode;			/* single, sentinel, cluster or redlock */
 	const char *rw_mode;		/* a read-write lock: read or write; else NULL */
+	const char *layout;			/* redisson, or plain: a string key */
 } RLStatus;
 
 /* One Redlock master's view of a lock, for redis_lock_nodes(). */

@@ -81,6 +81,8 @@ typedef struct RLWait
 	bool		wake_one;		/* an unlock "0" wakes one waiter of ours */
 	int			recheck_ms;		/* > 0: try again at least this often, for
 								 * changes that publish nothing */
+	int			poll_ms;		/* > 0: releases may be announced nowhere: poll
+								 * with a jittered back-off up to this pause */
 	RLWaitFor	wait_for;		/* for redis_lock_waits and deadlock checks */
 } RLWait;
 
@@ -96,6 +98,14 @@ extern char *rl_suffixed_key(const char *name, const char *suffix);
 #define timeouts_key(name) rl_prefixed_key("redisson_lock_timeout", (name))
 #define token_key(name) rl_prefixed_key("redisson_lock_token", (name))
 extern char *rl_released_key(const char *name, const char *owner);
+extern char *rl_lock_token_key(const char *name);
+
+/* An exclusive lock, of either key layout. */
+static inline bool
+rl_kind_exclusive(uint8 kind)
+{
+	return kind == RL_KIND_LOCK || kind == RL_KIND_PLAIN;
+}
 
 static inline int32
 total_holds(const LocalLock *ll)
@@ -136,6 +146,7 @@ typedef struct RLPrimitive
 	const char *label;			/* redis_locks.kind */
 	const char *noun;			/* in messages: "Redis lock" */
 	const char *plural;			/* "Redis locks" */
+	const char *layout;			/* its key layout: "redisson" or "plain" */
 	const char *no_redlock;		/* why it does not work with Redlock, or NULL */
 	bool		waiter_place;	/* every waiter keeps a place */
 	bool		outlives_lease; /* a dead owner's hold stays in Redis after
@@ -148,12 +159,16 @@ typedef struct RLPrimitive
 								 * waiters re-check on their own */
 	void		(*acquire) (RLEval *e, LocalLock *ll, int64 lease_ms,
 							int32 target, bool fair, bool enqueue);
+	const RedisScript *acquire_all;	/* several at once (see multilock.c),
+									 * or NULL */
 	void		(*release) (RLEval *e, const char *name, const char *owner,
 							int32 keep, bool leave, int64 mark_ms);
 	void		(*renew) (RLEval *e, const char *name, const char *owner,
 						  int64 lease_ms, int32 holds, bool restore);
 	char	   *(*channel) (const char *name, bool fair);
 	const char *(*field) (const char *owner);
+	char	   *(*fencing_key) (const char *name);	/* its fencing counter, or
+													 * NULL */
 	/* the commit guard's check that Redis still has owner's hold */
 	void		(*verify) (RLCommand *cmd, const char *name, const char *owner);
 	bool		(*verified) (const RLReply *r);
@@ -165,6 +180,15 @@ extern const RLPrimitive rl_write_primitive;	/* rwlock.c */
 extern const RLPrimitive rl_semaphore_primitive;	/* semaphore.c */
 extern const RLPrimitive rl_permit_primitive;	/* semaphore.c */
 extern const RLPrimitive rl_latch_primitive;	/* latch.c: waits only */
+extern const RLPrimitive rl_plain_primitive;	/* plain.c */
+
+/*
+ * How long a release mark lives at least: longer than any request of the
+ * worker can take (connect and command timeouts at their maximum, with
+ * room), so that a renewal under way when the mark was written has reached
+ * Redis or died before the mark goes.
+ */
+#define RL_RELEASE_MARK_MIN_MS (2 * (RL_MAX_CONNECT_TIMEOUT_MS + RL_MAX_COMMAND_TIMEOUT_MS))
 
 /* holds.c: the session's table */
 extern const RLPrimitive *rl_primitive(RLKind kind);

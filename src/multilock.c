@@ -15,6 +15,7 @@
 #include "utils/timestamp.h"
 
 #include "lock_int.h"
+#include "plain.h"
 #include "redislock.h"
 #include "registry.h"
 #include "route.h"
@@ -47,7 +48,7 @@ attempt_all(void *arg, Attempt *a)
 	TimestampTz sent;
 
 	memset(&e, 0, sizeof(e));
-	e.script = &rl_script_acquire_all;
+	e.script = rl_primitive(m->req->kind)->acquire_all;
 	e.nkeys = 2 * m->n;
 	e.nargs = 2 + m->n;
 	e.args[0] = rl_int64_arg(m->lease_ms);
@@ -55,7 +56,7 @@ attempt_all(void *arg, Attempt *a)
 	for (int i = 0; i < m->n; i++)
 	{
 		e.keys[2 * i] = m->locks[i]->name;
-		e.keys[2 * i + 1] = token_key(m->locks[i]->name);
+		e.keys[2 * i + 1] = rl_primitive(m->req->kind)->fencing_key(m->locks[i]->name);
 		e.args[2 + i] = rl_int64_arg(m->target[i]);
 		rl_mark_dirty(m->locks[i]);
 	}
@@ -134,18 +135,19 @@ take_at_once(void *arg)
 	attempt_all(m, &a);
 	if (!a.acquired && m->req->wait_ms != 0)
 	{
+		memset(&w, 0, sizeof(w));
 		for (int i = 0; i < m->n; i++)
 		{
-			channels[i] = channel_key(m->locks[i]->name);
 			names[i] = m->locks[i]->name;
+			channels[i] = rl_primitive(m->req->kind)->channel(names[i], false);
+			w.poll_ms = m->req->kind == RL_KIND_PLAIN ? RL_PLAIN_POLL_MAX_MS : 0;
 		}
-		memset(&w, 0, sizeof(w));
 		w.timeout_msg = psprintf("could not obtain Redis lock \"%s\"", m->req->name);
 		w.nchannels = m->n;
 		w.channels = channels;
 		w.attempt = attempt_all;
 		w.arg = m;
-		w.wait_for.kind = RL_KIND_LOCK;
+		w.wait_for.kind = m->req->kind;
 		w.wait_for.n = m->n;
 		w.wait_for.names = names;
 		(void) rl_wait(&w, m->req, &a);
@@ -215,7 +217,7 @@ all_renewed(MultiLock *m)
 	TimestampTz sent = GetCurrentTimestamp();
 
 	for (int i = 0; i < m->n; i++)
-		rl_renew_eval(&evals[i], RL_KIND_LOCK, m->locks[i]->name, rl_owner_id(),
+		rl_renew_eval(&evals[i], m->req->kind, m->locks[i]->name, rl_owner_id(),
 					  m->lease_ms, total_holds(m->locks[i]), false);
 	if (!rl_run(m->n, evals, replies))
 	{
@@ -342,7 +344,7 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 	{
 		for (; nlocks < n; nlocks++)
 		{
-			m.locks[nlocks] = rl_local_get(names[nlocks], RL_KIND_LOCK, NULL, m.lease_ms);
+			m.locks[nlocks] = rl_local_get(names[nlocks], req->kind, NULL, m.lease_ms);
 			m.target[nlocks] = total_holds(m.locks[nlocks]) + 1;
 			m.was_lost[nlocks] = m.target[nlocks] > 1 &&
 				rl_registry_is_lost(m.locks[nlocks]->slot,

@@ -20,6 +20,7 @@
 #include "deadlock.h"
 #include "lock.h"
 #include "onlost.h"
+#include "plain.h"
 #include "redislock.h"
 #include "registry.h"
 #include "secrets.h"
@@ -72,6 +73,12 @@ check_url(char **newval, void **extra, GucSource source)
 	GUC_check_errdetail("%s", detail);
 	return false;
 }
+
+static const struct config_enum_entry layout_options[] = {
+	{"redisson", RL_LAYOUT_REDISSON, false},
+	{"plain", RL_LAYOUT_PLAIN, false},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry pubsub_options[] = {
 	{"sharded", RL_PUBSUB_SHARDED, false},
@@ -395,6 +402,23 @@ define_settings(void)
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
+	DefineCustomEnumVariable("redislock.layout",
+							 "Key layout of the exclusive locks this session takes.",
+							 "redisson: a hash per lock, as Redisson keeps it; plain: one string key holding the holder's token, as redsync, node redlock, redis-py, ShedLock and Spring Integration keep it.",
+							 &rl_layout,
+							 RL_LAYOUT_REDISSON,
+							 layout_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("redislock.spring_registries",
+							   "Spring Integration RedisLockRegistry keys whose waiters a release of a plain lock wakes.",
+							   "A release of plain lock \"<registry>:<key>\" publishes on \"<registry>-channel:<registry>:<key>\" for each registry listed (comma-separated), where the registry's pub/sub lock type listens, and waiters listen there too.",
+							   &rl_spring_registries,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   rl_check_spring_registries, NULL, NULL);
 	MarkGUCPrefixReserved("redislock");
 }
 

@@ -43,7 +43,9 @@ typedef enum RLKind
 	RL_KIND_SEMAPHORE,			/* permits of a semaphore (RSemaphore) */
 	RL_KIND_PERMIT,				/* one expiring permit
 								 * (RPermitExpirableSemaphore) */
-	RL_KIND_LATCH				/* not a hold: a wait for a count-down latch */
+	RL_KIND_LATCH,				/* not a hold: a wait for a count-down latch */
+	RL_KIND_PLAIN				/* an exclusive lock of the plain layout: one
+								 * string key (plain.c) */
 } RLKind;
 
 /* A permit id: 16 random bytes, shown as 32 hex characters (as Redisson). */

@@ -47,7 +47,7 @@ commit_token(LocalLock *ll, int64 token)
 	memset(&e, 0, sizeof(e));
 	e.script = &rl_script_raise_token;
 	e.nkeys = 1;
-	e.keys[0] = token_key(ll->name);
+	e.keys[0] = rl_primitive(ll->kind)->fencing_key(ll->name);
 	e.nargs = 1;
 	e.args[0] = rl_int64_arg(token);
 	(void) rl_run_all(1, &e, per);
@@ -83,7 +83,8 @@ redlock_retry_ms(int64 *pttls, int nrefused, int nfree)
 }
 
 /*
- * One Redlock acquisition attempt: acquire.lua on every master at once.
+ * One Redlock acquisition attempt: the acquisition script of the lock's
+ * layout (acquire.lua, plain_acquire.lua) on every master at once.
  * Taken when a majority granted it within its validity (lease minus the
  * time it took minus clock drift) and the fencing token was committed;
  * otherwise given back on every master.
@@ -105,16 +106,10 @@ rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	int64		drift = lease_ms * rl_redlock_drift / 1000 + 2;
 	RLReply    *error = NULL;
 
+	/* the acquisition of either layout, taking our release mark away */
 	memset(&e, 0, sizeof(e));
-	e.script = &rl_script_acquire;
-	e.nkeys = 3;
-	e.keys[0] = ll->name;
-	e.keys[1] = token_key(ll->name);
-	e.keys[2] = rl_released_key(ll->name, rl_owner_id());
-	e.nargs = 3;
-	e.args[0] = rl_int64_arg(lease_ms);
-	e.args[1] = rl_owner_id();
-	e.args[2] = rl_int64_arg(target);
+	rl_primitive(ll->kind)->acquire(&e, ll, lease_ms, target, false, false);
+	e.keys[e.nkeys++] = rl_released_key(ll->name, rl_owner_id());
 
 	rl_mark_dirty(ll);
 	if (!rl_run_majority(1, &e, per))

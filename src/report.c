@@ -467,6 +467,19 @@ rl_reply_error(const RLReply *reply, RLOp op, const char *name)
 				 errmsg("Redis key \"%s\" is not a %s", name, reply->str + 5),
 				 errdetail("The key holds data of another shape."),
 				 errhint("Some other application, or another kind of redislock object, uses that name.")));
+	if (strncmp(reply->str, "LAYOUT ", 7) == 0)
+	{
+		bool		plain = strcmp(reply->str + 7, "plain") == 0;
+
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("Redis lock \"%s\" has the %s layout", name, reply->str + 7),
+				 errdetail(plain ?
+						   "Its key is a string holding its holder's token (redsync, node redlock, redis-py, ShedLock, Spring Integration); this call uses the redisson layout, a hash." :
+						   "Its key is a Redisson lock hash; this call uses the plain layout, a string."),
+				 errhint("Pass layout => '%s', or SET redislock.layout = '%s', to take it.",
+						 reply->str + 7, reply->str + 7)));
+	}
 	if (rl_is_not_lock(reply))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -486,6 +499,6 @@ rl_reply_error(const RLReply *reply, RLOp op, const char *name)
 								rl_server_desc(), reply->str),
 			 auth ? errhint("Check redislock.url and redislock.password.") :
 			 wrongtype ?
-			 errhint("The Redis key \"%s\" exists and is not a lock hash; some other application uses that name.", name) :
+			 errhint("The Redis key \"%s\" exists and is not a lock hash: a lock of the plain layout (a string; layout => 'plain'), or some other application's data.", name) :
 			 oom ? errhint("Redis reached maxmemory; free memory or raise maxmemory.") : 0));
 }

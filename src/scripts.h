@@ -18,6 +18,10 @@ extern const RedisScript rl_script_permit_acquire;
 extern const RedisScript rl_script_permit_available;
 extern const RedisScript rl_script_permit_release;
 extern const RedisScript rl_script_permit_renew;
+extern const RedisScript rl_script_plain_acquire;
+extern const RedisScript rl_script_plain_acquire_all;
+extern const RedisScript rl_script_plain_release;
+extern const RedisScript rl_script_plain_renew;
 extern const RedisScript rl_script_raise_token;
 extern const RedisScript rl_script_read_acquire;
 extern const RedisScript rl_script_read_release;
@@ -36,7 +40,7 @@ extern const RedisScript rl_script_write_acquire;
 extern const RedisScript rl_script_write_release;
 
 /* Every script above, for connections that load them all when they open. */
-#define RL_NSCRIPTS 25
+#define RL_NSCRIPTS 29
 extern const RedisScript *const rl_scripts[RL_NSCRIPTS];
 
 #endif							/* REDISLOCK_SCRIPTS_H */

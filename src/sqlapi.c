@@ -19,6 +19,7 @@
 
 #include "lock.h"
 #include "sqlapi.h"
+#include "plain.h"
 #include "redislock.h"
 
 PG_FUNCTION_INFO_V1(redis_lock_acquire);
@@ -168,6 +169,44 @@ rl_warn_session_lock(bool acquired, RLScope scope, const char *name,
 	return warn_session_locks(acquired, scope, 1, &name, xact_function);
 }
 
+/*
+ * The key layout an exclusive lock is taken in: the layout argument at
+ * argno (1.2 on), NULL or absent = redislock.layout.
+ */
+static RLKind
+layout_arg(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *layout;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return rl_layout == RL_LAYOUT_PLAIN ? RL_KIND_PLAIN : RL_KIND_LOCK;
+	layout = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	if (strcmp(layout, "plain") == 0)
+		return RL_KIND_PLAIN;
+	if (strcmp(layout, "redisson") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid layout \"%s\"", layout),
+				 errhint("The layouts are \"redisson\" (a hash per lock, as Redisson keeps it) and \"plain\" (one string key, as redsync, node redlock, redis-py, ShedLock and Spring Integration keep it).")));
+	return RL_KIND_LOCK;
+}
+
+/*
+ * Refuses what only the Redisson layout has (fair locks, read-write locks,
+ * semaphores, expiring permits, latches) when redislock.layout is plain:
+ * the lock clients of the plain layout have no such thing to share.
+ */
+void
+rl_require_redisson_layout(const char *what)
+{
+	if (rl_layout == RL_LAYOUT_PLAIN)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s need the redisson layout", what),
+				 errdetail("redislock.layout is \"plain\", whose locks are single string keys: exclusive locks, taken by redis_lock_acquire() and redis_lock_acquire_all()."),
+				 errhint("SET redislock.layout = 'redisson' (or SET LOCAL) for this call.")));
+}
+
 static Datum
 acquire(FunctionCallInfo fcinfo, RLScope scope)
 {
@@ -175,7 +214,7 @@ acquire(FunctionCallInfo fcinfo, RLScope scope)
 
 	req.count = 1;
 	req.id = NULL;
-	req.kind = RL_KIND_LOCK;
+	req.kind = layout_arg(fcinfo, 4);
 	req.name = rl_name_arg(fcinfo, 0);
 	req.scope = scope;
 	req.wait_ms = rl_wait_arg(fcinfo, 1);
@@ -185,6 +224,12 @@ acquire(FunctionCallInfo fcinfo, RLScope scope)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("fair must not be null")));
 	req.fair = PG_GETARG_BOOL(3);
+	if (req.fair && req.kind == RL_KIND_PLAIN)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fair locks need the redisson layout"),
+				 errdetail("A lock of the plain layout is one string key: it has no queue of waiters."),
+				 errhint("Pass fair => false, or layout => 'redisson'.")));
 	PG_RETURN_BOOL(rl_warn_session_lock(rl_lock_acquire(&req), scope, req.name,
 									 "redis_xact_lock_acquire"));
 }
@@ -207,6 +252,7 @@ rw_acquire(FunctionCallInfo fcinfo, RLKind kind, RLScope scope)
 {
 	RLAcquireRequest req;
 
+	rl_require_redisson_layout("read-write locks");
 	req.count = 1;
 	req.id = NULL;
 	req.kind = kind;
@@ -348,7 +394,7 @@ acquire_all(FunctionCallInfo fcinfo, RLScope scope)
 	for (int i = 0; i < n; i++)
 		appendStringInfo(&all, "%s%s", i > 0 ? "," : "", names[i]);
 	appendStringInfoChar(&all, '}');
-	req.kind = RL_KIND_LOCK;
+	req.kind = layout_arg(fcinfo, 3);
 	req.name = all.data;
 	req.scope = scope;
 	req.wait_ms = rl_wait_arg(fcinfo, 1);
@@ -422,19 +468,23 @@ redis_lock_status(PG_FUNCTION_ARGS)
 	const char *name = rl_name_arg(fcinfo, 0);
 	TupleDesc	tupdesc;
 	RLStatus	st;
-	Datum		values[9];
-	bool		nulls[9] = {false};
+	Datum		values[10];
+	bool		nulls[10] = {false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	rl_lock_status(name, &st);
 	status_values(&st, values, nulls);
 	values[7] = CStringGetTextDatum(st.mode);
-	/* 1.0 declares no rw_mode column: heap_form_tuple takes the first 8 */
+	/*
+	 * 1.0 declares no rw_mode column, 1.1 no layout: heap_form_tuple takes
+	 * as many as the version's row type has
+	 */
 	if (st.rw_mode != NULL)
 		values[8] = rl_foreign_text(st.rw_mode);
 	else
 		nulls[8] = true;
+	values[9] = CStringGetTextDatum(st.layout);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
@@ -477,8 +527,8 @@ redis_lock_nodes(PG_FUNCTION_ARGS)
 	n = rl_lock_node_status(name, &nodes);
 	for (int i = 0; i < n; i++)
 	{
-		Datum		values[9];
-		bool		nulls[9] = {false};
+		Datum		values[10];
+		bool		nulls[10] = {false};
 
 		values[0] = rl_foreign_text(nodes[i].node);
 		if (nodes[i].error != NULL)
@@ -486,11 +536,13 @@ redis_lock_nodes(PG_FUNCTION_ARGS)
 			for (int k = 1; k < 8; k++)
 				nulls[k] = true;
 			values[8] = rl_foreign_text(nodes[i].error);
+			nulls[9] = true;
 		}
 		else
 		{
 			status_values(&nodes[i].st, values + 1, nulls + 1);
 			nulls[8] = true;
+			values[9] = CStringGetTextDatum(nodes[i].st.layout);
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -15,6 +15,7 @@
 extern char *rl_object_name_arg(FunctionCallInfo fcinfo, int argno,
 								const char *what);
 extern char *rl_name_arg(FunctionCallInfo fcinfo, int argno);
+extern void rl_require_redisson_layout(const char *what);
 extern int64 rl_wait_arg(FunctionCallInfo fcinfo, int argno);
 extern int64 rl_lease_arg(FunctionCallInfo fcinfo, int argno);
 extern bool rl_warn_session_lock(bool acquired, RLScope scope,

@@ -117,6 +117,7 @@ redis_semaphore_try_set_permits(PG_FUNCTION_ARGS)
 {
 	char	   *name = semaphore_name_arg(fcinfo, 0);
 
+	rl_require_redisson_layout("Redis semaphores");
 	PG_RETURN_BOOL(rl_semaphore_set(name, false, "try_set", pool_arg(fcinfo, 1)));
 }
 
@@ -126,6 +127,7 @@ redis_semaphore_add_permits(PG_FUNCTION_ARGS)
 	char	   *name = semaphore_name_arg(fcinfo, 0);
 
 	not_null(fcinfo, 1, "delta");
+	rl_require_redisson_layout("Redis semaphores");
 	(void) rl_semaphore_set(name, false, "add", PG_GETARG_INT32(1));
 	PG_RETURN_VOID();
 }
@@ -136,7 +138,10 @@ semaphore_acquire(FunctionCallInfo fcinfo, RLScope scope)
 	char	   *name = semaphore_name_arg(fcinfo, 0);
 	int32		permits = permits_arg(fcinfo, 1);
 	int64		wait_ms = rl_wait_arg(fcinfo, 2);
-	bool		taken = rl_semaphore_acquire(name, permits, scope, wait_ms);
+	bool		taken;
+
+	rl_require_redisson_layout("Redis semaphores");
+	taken = rl_semaphore_acquire(name, permits, scope, wait_ms);
 
 	PG_RETURN_BOOL(rl_warn_session_lock(taken, scope, name,
 										"redis_xact_semaphore_acquire"));
@@ -175,6 +180,7 @@ redis_permit_try_set_permits(PG_FUNCTION_ARGS)
 {
 	char	   *name = semaphore_name_arg(fcinfo, 0);
 
+	rl_require_redisson_layout("Redis expiring permits");
 	PG_RETURN_BOOL(rl_semaphore_set(name, true, "try_set", pool_arg(fcinfo, 1)));
 }
 
@@ -183,6 +189,7 @@ redis_permit_set_permits(PG_FUNCTION_ARGS)
 {
 	char	   *name = semaphore_name_arg(fcinfo, 0);
 
+	rl_require_redisson_layout("Redis expiring permits");
 	(void) rl_semaphore_set(name, true, "set", pool_arg(fcinfo, 1));
 	PG_RETURN_VOID();
 }
@@ -200,8 +207,10 @@ permit_acquire(FunctionCallInfo fcinfo, RLScope scope)
 {
 	char	   *name = semaphore_name_arg(fcinfo, 0);
 	int64		wait_ms = rl_wait_arg(fcinfo, 1);
-	char	   *id = rl_permit_acquire(name, scope, wait_ms,
-									   rl_lease_arg(fcinfo, 2));
+	char	   *id;
+
+	rl_require_redisson_layout("Redis expiring permits");
+	id = rl_permit_acquire(name, scope, wait_ms, rl_lease_arg(fcinfo, 2));
 
 	if (!rl_warn_session_lock(id != NULL, scope, name,
 							  "redis_xact_permit_acquire"))
@@ -235,6 +244,7 @@ redis_latch_try_set_count(PG_FUNCTION_ARGS)
 	char	   *name = latch_name_arg(fcinfo, 0);
 	int64		count;
 
+	rl_require_redisson_layout("Redis count-down latches");
 	not_null(fcinfo, 1, "count");
 	count = PG_GETARG_INT64(1);
 	if (count <= 0)
@@ -253,7 +263,10 @@ redis_latch_try_set_count(PG_FUNCTION_ARGS)
 Datum
 redis_latch_count_down(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(rl_latch_count_down(latch_name_arg(fcinfo, 0)));
+	char	   *name = latch_name_arg(fcinfo, 0);
+
+	rl_require_redisson_layout("Redis count-down latches");
+	PG_RETURN_INT64(rl_latch_count_down(name));
 }
 
 Datum
@@ -267,5 +280,6 @@ redis_latch_await(PG_FUNCTION_ARGS)
 {
 	char	   *name = latch_name_arg(fcinfo, 0);
 
+	rl_require_redisson_layout("Redis count-down latches");
 	PG_RETURN_BOOL(rl_latch_await(name, rl_wait_arg(fcinfo, 1)));
 }

@@ -21,10 +21,11 @@ status_eval(RLEval *e, const char *name)
 {
 	memset(e, 0, sizeof(*e));
 	e->script = &rl_script_status;
-	e->nkeys = 3;
+	e->nkeys = 4;
 	e->keys[0] = name;
 	e->keys[1] = queue_key(name);
 	e->keys[2] = token_key(name);
+	e->keys[3] = rl_plain_primitive.fencing_key(name);
 }
 
 /* Reads status.lua's reply into st. */
@@ -33,7 +34,7 @@ parse_status(const RLReply *r, const char *name, RLStatus *st)
 {
 	RLReply    *hash;
 
-	rl_expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
+	rl_expect_reply(r->type == REDIS_REPLY_ARRAY && r->elements == 6 &&
 					r->element[0]->type == REDIS_REPLY_ARRAY &&
 					r->element[0]->elements % 2 == 0 &&
 					is_array_of(r->element[0], r->element[0]->elements, REDIS_REPLY_STRING) &&
@@ -41,11 +42,13 @@ parse_status(const RLReply *r, const char *name, RLStatus *st)
 					(r->element[3]->type == REDIS_REPLY_STRING ||
 					 r->element[3]->type == REDIS_REPLY_NIL) &&
 					(r->element[4]->type == REDIS_REPLY_STRING ||
-					 r->element[4]->type == REDIS_REPLY_NIL),
+					 r->element[4]->type == REDIS_REPLY_NIL) &&
+					r->element[5]->type == REDIS_REPLY_STRING,
 					RL_OP_STATUS, name);
 
 	memset(st, 0, sizeof(*st));
 	st->mode = rl_mode_name();
+	st->layout = r->element[5]->str;
 	hash = r->element[0];
 	st->nholders = hash->elements / 2;
 	st->holders = palloc(sizeof(char *) * Max(st->nholders, 1));
@@ -160,9 +163,14 @@ redlock_status(const char *name, RLStatus *st)
 
 	memset(st, 0, sizeof(*st));
 	st->mode = rl_mode_name();
+	st->layout = "redisson";
 	for (int i = 0; i < n; i++)
 		if (nodes[i].error == NULL)
+		{
 			maxholders += nodes[i].st.nholders;
+			if (nodes[i].st.locked)
+				st->layout = nodes[i].st.layout;
+		}
 	st->holders = palloc(sizeof(char *) * Max(maxholders, 1));
 	st->ttl_ms = -1;
 	for (int i = 0; i < n; i++)

@@ -30,7 +30,7 @@ PG_FUNCTION_INFO_V1(redis_lock_stats);
 PG_FUNCTION_INFO_V1(redis_lock_waits);
 PG_FUNCTION_INFO_V1(redis_lock_blocking_pids);
 
-#define LOCKS_COLS 14			/* 13 in version 1.0, which has no kind */
+#define LOCKS_COLS 15			/* 13 in version 1.0 (no kind), 14 in 1.1 (no layout) */
 
 static void
 require_preload(void)
@@ -128,14 +128,24 @@ kind_text(uint8 kind)
 			return "permit";
 		case RL_KIND_LATCH:
 			return "latch";
+		case RL_KIND_PLAIN:
+			return "lock";
 	}
 	return "unknown";
 }
 
+/* The key layout of a kind of hold: only exclusive locks have two. */
+static const char *
+layout_text(uint8 kind)
+{
+	return kind == RL_KIND_PLAIN ? "plain" : "redisson";
+}
+
 /*
  * The rows of the redis_locks view. The result's shape is the calling
- * version's: 1.0 declares no kind column (tuplestore_putvalues takes only
- * the declared columns' values from the array).
+ * version's: 1.0 declares no kind column, 1.1 no layout column
+ * (tuplestore_putvalues takes only the declared columns' values from the
+ * array).
  */
 Datum
 redis_locks(PG_FUNCTION_ARGS)
@@ -172,6 +182,7 @@ redis_locks(PG_FUNCTION_ARGS)
 		else
 			nulls[12] = true;
 		values[13] = CStringGetTextDatum(kind_text(s->kind));
+		values[14] = CStringGetTextDatum(layout_text(s->kind));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -253,10 +264,11 @@ redis_lock_waits(PG_FUNCTION_ARGS)
 	known = n > 0 && rl_waits_holders(n, waits, holders, nholders);
 	for (int i = 0; i < n; i++)
 	{
-		Datum		values[6];
-		bool		nulls[6] = {false};
+		Datum		values[7];
+		bool		nulls[7] = {false};
 
 		values[0] = Int32GetDatum(waits[i].pid);
+		values[6] = CStringGetTextDatum(layout_text(waits[i].kind));
 		values[1] = rl_foreign_text(waits[i].names);
 		values[2] = CStringGetTextDatum(kind_text(waits[i].kind));
 		values[3] = TimestampTzGetDatum(waits[i].started);

@@ -10,6 +10,7 @@
 
 #include <limits.h>
 
+#include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
@@ -189,6 +190,21 @@ sleep_for_message(const Hearing *h, const Attempt *a, TimestampTz retry_at,
 }
 
 /*
+ * The pause before the next try of a polling waiter: a back-off from 25 ms
+ * doubling up to max_ms, each jittered down by up to half, so that waiters
+ * that started together do not try together (as redsync and redis-py
+ * poll). The worst case between a release and the try that sees it is
+ * max_ms.
+ */
+static int
+poll_pause(int max_ms, int tries)
+{
+	int			base = Min(25 << Min(tries, 8), max_ms);
+
+	return base - (int) (pg_prng_uint64(&pg_global_prng_state) % (base / 2 + 1));
+}
+
+/*
  * The wait engine: subscribe to the channels where releases are announced
  * first, then try, then sleep until a message, the blocker's lease end, the
  * refresh of our place or our deadline. Subscribing before retrying is what
@@ -200,6 +216,9 @@ sleep_for_message(const Hearing *h, const Attempt *a, TimestampTz retry_at,
  * A primitive whose room can grow without a message (RLPrimitive
  * silent_growth) also tries again every w->recheck_ms, so that such a
  * change is seen within that bound rather than at the deadline.
+ *
+ * Where a release may be announced nowhere (the plain layout without
+ * keyspace notifications), it also polls: see poll_pause.
  *
  * A wait blocked for redislock.deadlock_timeout checks for a deadlock
  * (deadlock.c), and again each deadlock_timeout while still blocked; until
@@ -233,6 +252,7 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 		Hearing		h = {rl_wakeup_begin(w->nchannels, w->channels, w->wake_one),
 		false, DT_NOBEGIN};
 		bool		again = true;
+		int			tries = 0;
 		TimestampTz retry_at = deadline;
 		TimestampTz place_at = next_place_refresh(w, start);
 		TimestampTz now;
@@ -258,6 +278,11 @@ rl_wait(const RLWait *w, const RLAcquireRequest *req, Attempt *a)
 					retry_at = Min(retry_at,
 								   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 															   w->recheck_ms));
+				if (w->poll_ms > 0)
+					retry_at = Min(retry_at,
+								   TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															   poll_pause(w->poll_ms, tries)));
+				tries++;
 				place_at = next_place_refresh(w, GetCurrentTimestamp());
 			}
 			now = GetCurrentTimestamp();

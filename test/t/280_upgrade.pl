@@ -15,13 +15,13 @@ use lib "$FindBin::RealBin/../lib";
 use RedisLockTest;
 use Test::More;
 
-my @released = ('1.0');    # every version users may have installed, oldest first
+my @released = ('1.0', '1.1');    # every version users may have installed, oldest first
 
 my $redis = RedisLockTest::Redis->new;
 my $node = RedisLockTest::node('upgrade', $redis, create_extension => 0);
 my $newest = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'redislock'");
-is($newest, '1.1', 'the newest version is 1.1');
+is($newest, '1.2', 'the newest version is 1.2');
 
 # Every version that can be installed is a released one or the newest: a new
 # release must be added to @released (and so gets tested here).
@@ -69,9 +69,9 @@ SQL
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION redislock');
 my $want = catalog('fresh');
-like($want, qr/^relation redis_locks .*columns pid integer, name text, kind text, scope text/m,
-	'a fresh install has redis_locks.kind after name');
-like($want, qr/^relation redis_lock_waits .*columns pid integer, name text, kind text, wait_started timestamp with time zone, holders text\[\], holder_pids integer\[\]/m,
+like($want, qr/^relation redis_locks .*columns pid integer, name text, kind text, layout text, scope text/m,
+	'a fresh install has redis_locks.kind and layout after name');
+like($want, qr/^relation redis_lock_waits .*columns pid integer, name text, kind text, wait_started timestamp with time zone, holders text\[\], holder_pids integer\[\], layout text/m,
 	'a fresh install has the view redis_lock_waits');
 like($want, qr/^function redis_lock_blocking_pids\(integer\) returns integer\[\]/m,
 	'a fresh install has redis_lock_blocking_pids(integer)');
@@ -117,6 +117,12 @@ for my $from (@released)
 	is($s->query("SELECT redis_semaphore_release('upgrade:sem:$from', 2)::text || ' ' || "
 			. "redis_semaphore_available('upgrade:sem:$from')"),
 		'true 2', "$from: ... and go back");
+	is($s->query("SELECT redis_lock_acquire('upgrade:plain:$from', '0', '1 min', layout => 'plain')"), 't',
+		"$from: the plain layout of $newest works after the update");
+	is($s->query("SELECT r.layout || ' ' || st.layout || ' ' || (st.holders[1] = redis_lock_owner_id())::text "
+			. "FROM redis_locks r, redis_lock_status(r.name) st WHERE r.name = 'upgrade:plain:$from'"),
+		'plain plain true', "$from: ... as layout plain in redis_locks and redis_lock_status");
+	is($s->query("SELECT redis_lock_release('upgrade:plain:$from')"), 't', "$from: ... and is released");
 	is($s->query("SELECT count(*) FROM redis_lock_waits"), 0,
 		"$from: redis_lock_waits works after the update");
 	is($s->query("SELECT redis_lock_blocking_pids(pg_backend_pid())::text"), '{}',
