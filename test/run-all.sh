@@ -44,6 +44,8 @@
 #                                real Redisson client's files in a lane of their own)
 #   REDISLOCK_TAP_TIMEOUT=1200   seconds per TAP file (test 500 runs eight Redisson versions)
 #   REDISLOCK_REGRESS_TIMEOUT=600  seconds for pg_regress
+#   REDISLOCK_PEERS_CACHE=DIR    where test/peers/build.sh builds the other real lock
+#                                clients' drivers (default /var/cache/redislock/peers)
 #   REDISLOCK_INTEROP_OUT=DIR    the real-Redisson tests (5xx) write their results
 #                                per primitive and version to DIR/<test>.tsv, for
 #                                tools/interop-table.pl (DIR writable by postgres)
@@ -442,6 +444,13 @@ run_tap() {
         FAILED=$((FAILED + 1)); FAILED_NAMES+=("redisson-java(build)")
     fi
     env+=("${REDISSON_ENV[@]}")
+    # the 6xx_*peers* ones: redsync, node redlock, redis-py, ShedLock, Spring
+    if build_peers "$WORK" "${files[@]}"; then
+        [ ${#PEERS_ENV[@]} -eq 0 ] || PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=("peers(build)")
+    fi
+    env+=("${PEERS_ENV[@]}")
     [ "${REDISLOCK_KEEP:-0}" = 1 ] && env+=(PG_TEST_NOCLEAN=1)
     for f in "${files[@]}"; do
         b=$(basename "$f" .pl)

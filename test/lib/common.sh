@@ -184,3 +184,26 @@ build_redisson() {
     REDISLOCK_REDISSON_CACHE=$cache bash "$lib/../redisson-java/build.sh" "${versions[@]}" || return 1
     if [ "$(id -u)" -eq 0 ]; then chmod -R a+rX "$cache"; fi
 }
+
+# build_peers WORK FILES...: the test files (relative to WORK) that use the
+# other real lock clients (LockPeer: redsync, node redlock, redis-py,
+# ShedLock, Spring Integration) need their drivers, built by
+# test/peers/build.sh into REDISLOCK_PEERS_CACHE (default
+# /var/cache/redislock/peers; cached: well under a second when nothing
+# changed).  Sets PEERS_ENV, the environment the tests need (empty when no
+# file uses them); fails when a build fails.
+PEERS_ENV=()
+build_peers() {
+    local work=$1 f need=0
+    shift
+    PEERS_ENV=()
+    for f in "$@"; do
+        if grep -q '^use LockPeer;' "$work/$f"; then need=1; fi
+    done
+    [ "$need" = 1 ] || return 0
+    local lib cache=${REDISLOCK_PEERS_CACHE:-/var/cache/redislock/peers}
+    lib=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    PEERS_ENV=(REDISLOCK_PEERS_CACHE="$cache")
+    echo "the real lock clients: bash test/peers/build.sh (cache $cache)"
+    REDISLOCK_PEERS_CACHE=$cache bash "$lib/../peers/build.sh"
+}
