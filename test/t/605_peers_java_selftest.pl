@@ -26,191 +26,16 @@ use RedisLockTest;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use IPC::Run ();
-
-# A small stand-in for test/lib/LockPeer.pm (same calls), for the java
-# driver only: it starts the JVM and speaks the line protocol.
-{
-
-	package JavaPeer;
-	use Carp qw(croak);
-	use Digest::SHA ();
-	use File::Spec ();
-	use IO::Handle ();
-	use IO::Select ();
-	use IPC::Open3 ();
-	use Time::HiRes qw(time);
-
-	my $SRC = File::Spec->rel2abs("$FindBin::RealBin/../peers/java");
-	my $seq = 0;
-
-	sub cache { ($ENV{REDISLOCK_PEERS_CACHE} // '/var/cache/redislock/peers') . '/java' }
-
-	# build.sh's stamp: sha256 of each source's name and text, in byte order
-	sub stamp
-	{
-		my @files = ('pom.xml');
-		my @dirs  = ("$SRC/src");
-		while (my $d = shift @dirs)
-		{
-			opendir(my $dh, $d) or croak "JavaPeer: $d: $!";
-			for my $e (readdir $dh)
-			{
-				next if $e =~ /^\.\.?$/;
-				if (-d "$d/$e") { push @dirs, "$d/$e"; }
-				elsif ($e =~ /\.java$/) { push @files, substr("$d/$e", length($SRC) + 1); }
-			}
-		}
-		my $sha = Digest::SHA->new(256);
-		for my $f (sort @files)
-		{
-			open my $fh, '<:raw', "$SRC/$f" or croak "JavaPeer: $SRC/$f: $!";
-			local $/;
-			$sha->add("$f\n", scalar <$fh>);
-		}
-		return $sha->hexdigest;
-	}
-
-	# undef when the driver is built from these sources, else why not
-	sub check_build
-	{
-		my $dir = cache();
-		my $how = 'run: bash test/peers/java/build.sh'
-		  . (defined $ENV{REDISLOCK_PEERS_CACHE} ? " (REDISLOCK_PEERS_CACHE=$ENV{REDISLOCK_PEERS_CACHE})" : '');
-		open(my $fh, '<', "$dir/stamp") or return "no java peer driver in $dir ($how)";
-		chomp(my $s = <$fh> // '');
-		return "the java peer driver in $dir is built from other sources ($how)" unless $s eq stamp();
-		return undef;
-	}
-
-	sub new
-	{
-		my ($class, %o) = @_;
-		my $why = check_build();
-		croak "JavaPeer: $why" if $why;
-		open my $cf, '<', cache() . '/classpath' or croak "JavaPeer: classpath: $!";
-		chomp(my $cp = <$cf>);
-		my $logdir = $PostgreSQL::Test::Utils::log_path // File::Spec->tmpdir;
-		my $log = sprintf('%s/peer_%s_%d_%d.log', $logdir, $o{client}, $$, ++$seq);
-		open my $err, '>>', $log or croak "JavaPeer: $log: $!";
-		my ($in, $out) = (IO::Handle->new, IO::Handle->new);
-		my @cmd = ($ENV{REDISLOCK_JAVA} // 'java', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', '-Xss512k',
-			'-Dorg.slf4j.simpleLogger.showDateTime=true', @{ $o{jvm} // [] },
-			'-cp', $cp, 'redislock.peers.Driver', $o{client},
-			(map { "url=$_" } @{ $o{urls} }), @{ $o{options} // [] });
-		my $pid = IPC::Open3::open3($in, $out, '>&' . fileno($err), @cmd);
-		close $err;
-		$in->autoflush(1);
-		my $self = bless { client => $o{client}, pid => $pid, in => $in, out => $out, buf => '',
-			results => {}, log => $log, tag => 0 }, $class;
-		my $ready = $self->_line(120);
-		croak "JavaPeer $o{client}: no ready line (see $log)" unless defined $ready;
-		croak "JavaPeer $o{client}: '$ready' (see $log)" unless $ready =~ /^ready \Q$o{client}\E (\S+)$/;
-		$self->{version} = $1;
-		return $self;
-	}
-
-	sub version { $_[0]{version} }
-	sub logfile { $_[0]{log} }
-
-	sub _line
-	{
-		my ($self, $t) = @_;
-		my $deadline = time() + $t;
-		while (1)
-		{
-			if ((my $nl = index($self->{buf}, "\n")) >= 0)
-			{
-				my $line = substr($self->{buf}, 0, $nl);
-				substr($self->{buf}, 0, $nl + 1) = '';
-				return $line;
-			}
-			my $left = $deadline - time();
-			return undef if !IO::Select->new($self->{out})->can_read($left > 0 ? $left : 0);
-			my $n = sysread($self->{out}, $self->{buf}, 65536, length $self->{buf});
-			croak "JavaPeer $self->{client}: the driver ended (see $self->{log})" unless $n;
-		}
-	}
-
-	# read replies for up to $t seconds, until $tag's is in
-	sub _collect
-	{
-		my ($self, $tag, $t) = @_;
-		my $deadline = time() + $t;
-		while (!exists $self->{results}{$tag})
-		{
-			my $left = $deadline - time();
-			my $line = $self->_line($left > 0 ? $left : 0);
-			last unless defined $line;
-			$line =~ /^(\S+) (ok|err) ?(.*)$/ or croak "JavaPeer $self->{client}: bad reply '$line'";
-			$self->{results}{$1} = [ $2, $3, time() ];
-		}
-	}
-
-	sub start
-	{
-		my ($self, $tag, $op, @args) = @_;
-		delete $self->{results}{$tag};
-		print { $self->{in} } join(' ', $tag, $op, @args), "\n" or croak "JavaPeer: write: $!";
-		return;
-	}
-
-	# [status, value] when $tag's reply is in, else undef
-	sub poll
-	{
-		my ($self, $tag) = @_;
-		$self->_collect($tag, 0);
-		my $r = $self->{results}{$tag} or return undef;
-		return [ $r->[0], $r->[1] ];
-	}
-
-	# (status, value, time it came) within $t seconds, () on timeout
-	sub result
-	{
-		my ($self, $tag, $t) = @_;
-		$self->_collect($tag, $t);
-		my $r = delete $self->{results}{$tag} or return ();
-		return @$r;
-	}
-
-	sub try_run
-	{
-		my ($self, $op, @args) = @_;
-		my $tag = 'r' . ++$self->{tag};
-		$self->start($tag, $op, @args);
-		my ($s, $v) = $self->result($tag, 60);
-		return (undef, "no reply to '$op @args' in 60 s (see $self->{log})") unless defined $s;
-		return $s eq 'ok' ? ($v, undef) : (undef, $v);
-	}
-
-	sub run
-	{
-		my ($self, @a) = @_;
-		my ($v, $e) = $self->try_run(@a);
-		croak "JavaPeer $self->{client}: '@a': $e" if defined $e;
-		return $v;
-	}
-
-	sub key { $_[0]->run('key', $_[1]) }
-
-	sub DESTROY
-	{
-		my ($self) = @_;
-		local ($@, $?);
-		return unless $self->{pid};
-		eval { print { $self->{in} } "q quit\n"; close $self->{in}; };
-		for (1 .. 200)
-		{
-			if (waitpid($self->{pid}, POSIX::WNOHANG()) != 0) { $self->{pid} = undef; return; }
-			select(undef, undef, undef, 0.05);
-		}
-		kill 'KILL', $self->{pid};
-		waitpid($self->{pid}, 0);
-	}
-}
+use LockPeer;
 
 my $T = 60;    # bound for what should happen at once
 
-if (my $why = JavaPeer::check_build())
+# LockPeer checks only that the java build exists: check it is built from
+# these sources (test/peers/java/build.sh writes the same stamp)
+my $why = LockPeer::check_build('shedlock');
+$why //= 'the java peer driver is built from other sources (run: bash test/peers/build.sh java)'
+  unless (RedisLockTest::slurp(LockPeer::driver_dir('shedlock') . '/stamp') // '') =~ /^\Q${\LockPeer::source_stamp('java')}\E$/m;
+if ($why)
 {
 	fail('java peer driver available');
 	diag($why);
@@ -251,16 +76,13 @@ sub pmessages
 }
 
 # Spring's CAS/CAD fallback is logged at info by RedisLockRegistry
-my @spring_jvm = ('-Dorg.slf4j.simpleLogger.log.org.springframework.integration.redis=info');
 my %P = (
-	shed     => JavaPeer->new(client => 'shedlock', urls => [$url]),
-	shed2    => JavaPeer->new(client => 'shedlock', urls => [$url], options => ['env=default']),
-	shedsafe => JavaPeer->new(client => 'shedlock', urls => [$url], options => ['safe=true']),
-	custom   => JavaPeer->new(client => 'shedlock', urls => [$url], options => [ 'env=prod', 'prefix=jobs' ]),
-	spin     => JavaPeer->new(client => 'spring', urls => [$url], options => [ 'registry=reg', 'type=spin' ],
-		jvm => \@spring_jvm),
-	pubsub   => JavaPeer->new(client => 'spring', urls => [$url], options => [ 'registry=reg', 'type=pubsub' ],
-		jvm => \@spring_jvm),
+	shed     => LockPeer->new(client => 'shedlock', urls => [$url]),
+	shed2    => LockPeer->new(client => 'shedlock', urls => [$url], options => ['env=default']),
+	shedsafe => LockPeer->new(client => 'shedlock', urls => [$url], options => ['safe=true']),
+	custom   => LockPeer->new(client => 'shedlock', urls => [$url], options => [ 'env=prod', 'prefix=jobs' ]),
+	spin     => LockPeer->new(client => 'spring', urls => [$url], options => [ 'registry=reg', 'type=spin', 'log=info' ]),
+	pubsub   => LockPeer->new(client => 'spring', urls => [$url], options => [ 'registry=reg', 'type=pubsub', 'log=info' ]),
 );
 is($P{shed}->version, '7.10.1', 'ShedLock provider version read from its jar');
 is($P{spin}->version, '7.1.2', 'spring-integration-redis version read from its jar');
@@ -437,7 +259,8 @@ ok(RedisLockTest::wait_until($T, 'the Spring waiter waits', sub { (() = monitor_
 $r->cli('DEL', 'reg:w');
 my $tp = time();
 $r->cli('PUBLISH', 'reg-channel:reg:w', 'reg:w');
-my ($s, $v, $at) = $P{pubsub}->result('w1', $T);
+my ($s, $v) = $P{pubsub}->result('w1', $T);
+my $at = time();
 is("$s $v", 'ok true', 'pubsub waiter: woken by a third party\'s PUBLISH, within its 120 s wait');
 diag(sprintf('wake-up: Spring pub/sub waiter after an outside PUBLISH: %.0f ms', 1000 * ($at - $tp))) if $at;
 $P{pubsub}->run('unlock', 'w');
@@ -450,7 +273,8 @@ $P{pubsub}->start('w2', 'lock', 'w', 60000, 3000);
 ok(RedisLockTest::wait_until($T, 'its tries', sub { (() = monitor_lines($obtain_w)) >= $n0 + 2 }),
 	'pubsub waiter: tried twice, now waits');
 $r->cli('DEL', 'reg:w');
-($s, $v, $at) = $P{pubsub}->result('w2', $T);
+($s, $v) = $P{pubsub}->result('w2', $T);
+$at = time();
 is("$s $v", 'ok true', 'pubsub waiter: got it in the end');
 ok($at - $ts >= 3.0, sprintf('... only after sleeping out its 3 s wait (%.0f ms): a DEL alone wakes no pub/sub waiter', 1000 * ($at - $ts)));
 $P{pubsub}->run('unlock', 'w');
@@ -464,7 +288,8 @@ my @ts = map { /^(\d+\.\d+)/ ? $1 : () } monitor_lines(qr/"EVALSHA" "\w+" "1" "r
 diag(sprintf('spin poll intervals: %s ms', join(' ', map { sprintf('%.0f', 1000 * ($ts[$_] - $ts[ $_ - 1 ])) } 1 .. $#ts)));
 $tp = time();
 $r->cli('DEL', 'reg:s');
-($s, $v, $at) = $P{spin}->result('s1', $T);
+($s, $v) = $P{spin}->result('s1', $T);
+$at = time();
 is("$s $v", 'ok true', 'spin waiter: in after the DEL, within its 120 s wait');
 diag(sprintf('wake-up: Spring spin waiter after an outside DEL: %.0f ms', 1000 * ($at - $tp))) if $at;
 $P{spin}->run('unlock', 's');

@@ -5,8 +5,8 @@
 #     peers-driver.jar  lib/*.jar  classpath  stamp
 # with Maven's downloads in $CACHE/java/m2, so that the tests run it as
 #   java -cp "$(cat $CACHE/java/classpath)" redislock.peers.Driver <client> opt=value...
-# A build whose stamp (a digest of pom.xml and the Java sources) is current is
-# left alone, without calling Maven: once built, nothing here needs the network.
+# A build whose stamp (a digest of this directory's files) is current is left
+# alone, without calling Maven: once built, nothing here needs the network.
 # A rebuild tries Maven offline first (everything already in m2), then online.
 #
 # Usage: bash test/peers/java/build.sh [--force] [--dir]
@@ -25,8 +25,11 @@ for a in "$@"; do
     esac
 done
 
+# the stamp: a digest of every file here (path and text, in byte order of
+# the paths), the one test/peers/build.sh and test/lib/LockPeer.pm compute
 stamp() {
-    (cd "$HERE" && { echo pom.xml; find src -type f -name '*.java'; } | LC_ALL=C sort |
+    (cd "$HERE" && find . -type f ! -path '*/node_modules/*' ! -path '*/__pycache__/*' |
+        sed 's|^\./||' | LC_ALL=C sort |
         while read -r f; do printf '%s\n' "$f"; cat "$f"; done | sha256sum | cut -d' ' -f1)
 }
 STAMP=$(stamp)

@@ -3,8 +3,10 @@
  * RedisLockRegistry, each driven by redislock's TAP tests over the peer line
  * protocol (PLAIN.md; test/peers/java/README.md says what each op does here).
  *
- *   java -cp $(cat $CACHE/java/classpath) redislock.peers.Driver shedlock url=redis://127.0.0.1:PORT [env=E] [prefix=P] [safe=true]
- *   java -cp $(cat $CACHE/java/classpath) redislock.peers.Driver spring url=redis://127.0.0.1:PORT [registry=R] [expire=MS] [type=spin|pubsub] [idle=MS]
+ *   java -cp $(cat $CACHE/java/classpath) redislock.peers.Driver shedlock url=redis://127.0.0.1:PORT
+ *       [env=E] [prefix=P] [safe=true] [log=LEVEL]
+ *   java -cp $(cat $CACHE/java/classpath) redislock.peers.Driver spring url=redis://127.0.0.1:PORT
+ *       [registry=R] [expire=MS] [type=spin|pubsub] [idle=MS] [log=LEVEL]
  *
  * It prints "ready <client> <library version>" once connected, then answers
  * each "<tag> <op> <args...>" line with one "<tag> ok <value>" or
@@ -90,8 +92,6 @@ public final class Driver
 
 	public static void main(String[] args) throws Exception
 	{
-		System.setProperty("org.slf4j.simpleLogger.defaultLogLevel",
-				System.getProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn"));
 		/* The protocol owns stdout: anything else that prints goes to stderr. */
 		PrintWriter out = new PrintWriter(new OutputStreamWriter(
 				new FileOutputStream(FileDescriptor.out), StandardCharsets.UTF_8), true);
@@ -114,6 +114,10 @@ public final class Driver
 		}
 		if (urls.size() != 1)
 			usage("give exactly one url= (neither library does Redlock)");
+		/* log=LEVEL: slf4j-simple's level (stderr), set before anything logs */
+		String level = opt.remove("log");
+		System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", level != null ? level
+				: System.getProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn"));
 
 		LettuceConnectionFactory factory = connect(urls.get(0));
 		StringRedisTemplate redis = new StringRedisTemplate(factory);
@@ -148,8 +152,8 @@ public final class Driver
 	private static IllegalArgumentException usage(String why)
 	{
 		System.err.println("redislock.peers.Driver: " + why);
-		System.err.println("usage: Driver shedlock url=redis://H:P [env=E] [prefix=P] [safe=true|false]");
-		System.err.println("       Driver spring url=redis://H:P [registry=R] [expire=MS] [type=spin|pubsub] [idle=MS]");
+		System.err.println("usage: Driver shedlock url=redis://H:P [env=E] [prefix=P] [safe=true|false] [log=LEVEL]");
+		System.err.println("       Driver spring url=redis://H:P [registry=R] [expire=MS] [type=spin|pubsub] [idle=MS] [log=LEVEL]");
 		System.exit(2);
 		return new IllegalArgumentException(why);
 	}
