@@ -1,0 +1,364 @@
+# 615_plain_shedlock_spring.pl — SQL sessions under the plain layout against
+# the real ShedLock Redis provider (default mode and safeUpdate) and Spring
+# Integration's RedisLockRegistry (spin and pub/sub types), through
+# test/peers/java (one JVM per client mode, LockPeer):
+#   counter    an exact counter bumped under the lock by the client's own
+#              counter op and by two SQL sessions (the test's GET/SET while
+#              the session holds), each side starting its next round only
+#              once the other has made one, so the lock changes hands every
+#              round; counted hand-offs;
+#   wake       a SQL waiter is woken when the client unlocks (by keyspace
+#              notifications, by polling without them, and by Spring's own
+#              unlock channel with redislock.spring_registries) and when the
+#              client's lease runs out; the client holds on a 10-minute lease
+#              where only its unlock can explain a wake;
+#   refused    the client is refused while SQL holds;
+#   watchdog   SQL's watchdog (redislock.watchdog_timeout 1 s) keeps its key
+#              while the client tries for 6 of its own leases;
+#   foreign    after the client's own hold ran out and SQL took the key, the
+#              client's unlock and extend leave SQL's key alone — except
+#              ShedLock's default mode: its unlock is a plain DEL and its
+#              extend and lockAtLeastFor unlock a SET XX, which delete or
+#              overwrite SQL's key (asserted as the documented hazard;
+#              safeUpdate(true) compares first and cannot);
+#   spring     with SET redislock.spring_registries = 'reg' a SQL release
+#              publishes on reg-channel:reg:<name> and wakes a pub/sub-type
+#              Spring waiter at once; without it the waiter sleeps out its
+#              wait.
+# Wake-up latencies per path are printed (diag) at the end.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/../redisson";
+use RedisLockTest;
+use FakeRedisson;
+use LockPeer;
+use Test::More;
+use Time::HiRes qw(time);
+use IPC::Run ();
+
+my $T    = 60;        # bound for what should happen at once
+my $LONG = 600000;    # a 10-minute lease, ms
+
+my $why = LockPeer::check_build('shedlock');
+$why //= 'the java peer driver is built from other sources (run: bash test/peers/build.sh java)'
+  unless RedisLockTest::slurp(LockPeer::driver_dir('shedlock') . '/stamp') =~ /^\Q${\LockPeer::source_stamp('java')}\E$/m;
+if ($why)
+{
+	fail('java peer driver available');
+	diag($why);
+	done_testing();
+	exit;
+}
+
+my $redis = RedisLockTest::Redis->new;
+my $node  = RedisLockTest::node('plain_java', $redis, 'redislock.watchdog_timeout' => '1s');
+my $rc    = FakeRedisson::Conn->new(port => $redis->port);
+my $url   = $redis->url;
+
+# MONITOR into a file: when a Spring pub/sub waiter is waiting
+my $monf = ($PostgreSQL::Test::Utils::log_path // '/tmp') . "/615_monitor_$$.txt";
+my $mon = IPC::Run::start([ $RedisLockTest::Redis::CLI, '-h', '127.0.0.1', '-p', $redis->port, 'MONITOR' ],
+	'<', \undef, '>', $monf, '2>', '/dev/null');
+END { local $?; $mon->kill_kill if $mon }
+until_ok('MONITOR up', sub { $rc->cmd('CLIENT', 'LIST') =~ /cmd=monitor/ });
+
+sub monitor_count
+{
+	my ($re) = @_;
+	open my $fh, '<', $monf or return 0;
+	return scalar grep { $_ =~ $re } <$fh>;
+}
+
+sub notifications
+{
+	my ($on) = @_;
+	$rc->cmd('CONFIG', 'SET', 'notify-keyspace-events', $on ? 'Kgx' : '');
+}
+
+# a SQL session under the plain layout; spring => 1: with the registry named
+sub sql_session
+{
+	my (%o) = @_;
+	my $s = RedisLockTest::Session->new($node);
+	$s->query("SET redislock.layout = 'plain'");
+	$s->query("SET redislock.spring_registries = 'reg'") if $o{spring};
+	return $s;
+}
+
+my %P = (
+	'shedlock'      => LockPeer->new(client => 'shedlock', urls => [$url]),
+	'shedlock-safe' => LockPeer->new(client => 'shedlock', urls => [$url], options => ['safe=true']),
+	'spring-spin'   => LockPeer->new(client => 'spring', urls => [$url], options => [ 'registry=sreg', 'type=spin' ]),
+	'spring-pubsub' => LockPeer->new(client => 'spring', urls => [$url], options => [ 'registry=reg', 'type=pubsub' ]),
+);
+my @MODES = ('shedlock', 'shedlock-safe', 'spring-spin', 'spring-pubsub');
+my %VERSION = map { $_ => $P{$_}->version } @MODES;
+note("$_: $VERSION{$_}") for @MODES;
+my %lat;    # path => [ms ...]
+
+sub key_of { $P{ $_[0] }->key($_[1]) }
+
+# --- counter: both sides, the lock changing hands all the time -----------------
+# The client's rounds are its counter op, one round at a time; the SQL
+# sessions' are acquire, GET, SET, release.  A side starts its next round
+# only once the counter's last writer is the other side (or the other side
+# is done), while the other side's round may be waiting for the lock: so
+# every client round but the last ones is followed by a SQL round, a
+# hand-off from the client to SQL, counted.
+notifications(1);
+for my $m (@MODES)
+{
+	my ($peer_rounds, $sql_rounds) = (10, 10);
+	my $name = "ctr-$m";
+	my $key  = key_of($m, $name);
+	my $ck   = "count:$m";
+	$rc->cmd('DEL', $ck);
+	my @s = map { sql_session(spring => 1) } 1 .. 2;
+	my $acq = "SELECT redis_lock_acquire('$key', '30 s', '30 s')";
+	my %sql_wrote;                     # the values the SQL side wrote
+	my ($peer_done, $peer_running, $handoffs, @err) = (0, 0, 0);
+	my @left    = ($sql_rounds) x @s;
+	my @running = (0) x @s;
+	my $deadline = time() + 6 * $T;
+	while (time() < $deadline && ($peer_done < $peer_rounds || grep { $_ } @left))
+	{
+		my $c = $rc->cmd('GET', $ck) // 0;
+		my $sql_last = $sql_wrote{$c};
+		if (!$peer_running && $peer_done < $peer_rounds && ($c == 0 || $sql_last || !grep { $_ } @left))
+		{
+			$P{$m}->start('c', 'counter', $name, $ck, 1, 30000, 2000);
+			$peer_running = 1;
+		}
+		if ($peer_running && (my $r = $P{$m}->poll('c')))
+		{
+			push @err, "peer: $r->[1]" if $r->[0] ne 'ok';
+			$P{$m}->result('c', 0);
+			$peer_running = 0;
+			$peer_done++;
+		}
+		for my $i (0 .. $#s)
+		{
+			next unless $left[$i];
+			if (!$running[$i])
+			{
+				next unless $c == 0 || !$sql_last || $peer_done == $peer_rounds;
+				$s[$i]->start($acq);
+				$running[$i] = 1;
+				next;
+			}
+			next unless $s[$i]->is_done;
+			$running[$i] = 0;
+			my ($v, $e) = $s[$i]->finish($T);
+			if (($v // '') ne 't')
+			{
+				push @err, 'sql: ' . ($e // "acquire gave $v");
+				next;
+			}
+			my $n = $rc->cmd('GET', $ck) // 0;
+			$handoffs++ if $n > 0 && !$sql_wrote{$n};
+			$rc->cmd('SET', $ck, $n + 1);
+			$sql_wrote{ $n + 1 } = 1;
+			$s[$i]->query("SELECT redis_lock_release('$key')");
+			$left[$i]--;
+		}
+		select(undef, undef, undef, 0.002);
+	}
+	is(join('; ', @err), '', "$m counter: no errors");
+	is($rc->cmd('GET', $ck), $peer_rounds + @s * $sql_rounds,
+		"$m counter: exact (" . ($peer_rounds + @s * $sql_rounds) . ") with the client and 2 SQL sessions");
+	ok($handoffs >= $peer_rounds - 1, "$m counter: the lock went from the client to SQL $handoffs times");
+	$_->close for @s;
+}
+
+# --- a SQL waiter woken when the client unlocks ---------------------------------
+# path: keyspace (notify-keyspace-events Kgx), poll (none), spring (none, but
+# the Spring pub/sub registry's own unlock message on reg-channel)
+my @wake = ((map { [ $_, 'keyspace' ] } @MODES), (map { [ $_, 'poll' ] } @MODES), [ 'spring-pubsub', 'spring' ]);
+for my $w (@wake)
+{
+	my ($m, $path) = @$w;
+	notifications($path eq 'keyspace');
+	my $name = "wake-$path-$m";
+	my $key  = key_of($m, $name);
+	my $s    = sql_session(spring => $path eq 'spring');
+	is($P{$m}->run('lock', $name, $LONG, 0), 'true', "$m holds $key on a 10-minute lease");
+	$s->start("SELECT redis_lock_acquire('$key', '60 s', '10 min')");
+	waits_ok($s);
+	my $t0 = time();
+	is($P{$m}->run('unlock', $name), 'true', "$m unlocks");
+	my ($v, $e) = $s->finish($T);
+	my $ms = 1000 * (time() - $t0);
+	is($v, 't', "wake on $m unlock ($path): the SQL waiter gets it") or diag($e);
+	push @{ $lat{"SQL waiter, client unlock, $path"} }, $ms;
+	$s->query("SELECT redis_lock_release('$key')");
+	$s->close;
+}
+
+# --- a SQL waiter woken when the client's lease runs out ------------------------
+for my $path ('keyspace', 'poll')
+{
+	notifications($path eq 'keyspace');
+	for my $m (@MODES)
+	{
+		my $name = "expire-$path-$m";
+		my $key  = key_of($m, $name);
+		my $s    = sql_session();
+		is($P{$m}->run('lock', $name, 1500, 0), 'true', "$m holds $key for 1.5 s");
+		my $pttl = $rc->cmd('PTTL', $key);
+		my $ends = time() + $pttl / 1000;
+		$s->start("SELECT redis_lock_acquire('$key', '60 s', '10 min')");
+		my ($v, $e) = $s->finish($T);
+		my $ms = 1000 * (time() - $ends);
+		is($v, 't', "wake on $m lease end ($path): the SQL waiter gets it") or diag($e);
+		push @{ $lat{"SQL waiter, client lease ends, $path"} }, $ms;
+		$s->query("SELECT redis_lock_release('$key')");
+		$P{$m}->try_run('unlock', $name);    # Spring's thread-bound hold; ShedLock: a DEL of nothing
+		$s->close;
+	}
+}
+notifications(1);
+
+# --- the client refused while SQL holds; SQL's watchdog keeps the key -----------
+for my $m (@MODES)
+{
+	my $name = "held-$m";
+	my $key  = key_of($m, $name);
+	my $s    = sql_session();
+	my $me   = $s->query('SELECT redis_lock_owner_id()');
+	is($s->query("SELECT redis_lock_acquire('$key')"), 't', "SQL holds $key on its watchdog (1 s)");
+	is($rc->cmd('GET', $key), $me, "$key holds the session's owner id");
+	is($P{$m}->run('lock', $name, 500, 0), 'false', "$m refused while SQL holds");
+	is($P{$m}->run('lock', $name, 500, 3000), 'false',
+		"$m refused through a 3 s wait: 6 of its 500 ms leases, 3 of SQL's watchdog leases");
+	is($rc->cmd('GET', $key), $me, "$key is still SQL's");
+	is($s->query("SELECT state FROM redis_locks WHERE name = '$key'"), 'held', 'SQL still holds it');
+	is($s->query("SELECT redis_lock_release('$key')"), 't', 'SQL releases');
+	is($P{$m}->run('lock', $name, 500, 0), 'true', "then $m gets it");
+	$P{$m}->run('unlock', $name);
+	$s->close;
+}
+
+# --- after the client's hold ran out: its unlock and extend against SQL's key ---
+# what each does to SQL's key: kept, deleted or overwritten
+my %EXPECT = (
+	'shedlock'      => { unlock => 'deleted', extend => 'overwritten', least => 'overwritten' },
+	'shedlock-safe' => { unlock => 'kept',    extend => 'kept',        least => 'kept' },
+	'spring-spin'   => { unlock => 'kept',    extend => 'kept' },
+	'spring-pubsub' => { unlock => 'kept',    extend => 'kept' },
+);
+for my $m (@MODES)
+{
+	for my $how (sort keys %{ $EXPECT{$m} })
+	{
+		my $name = "late-$how-$m";
+		my $key  = key_of($m, $name);
+		my $s    = sql_session();
+		my $me   = $s->query('SELECT redis_lock_owner_id()');
+		if ($how eq 'least')
+		{
+			# lockAtLeastFor: the key goes early (here a DEL by someone else,
+			# as another default-mode ShedLock's late unlock does in 605)
+			is($P{$m}->run('lock', $name, 60000, 0, 30000), 'true', "$m holds $name (lockAtLeastFor 30 s)");
+			$rc->cmd('DEL', $key);
+		}
+		else
+		{
+			is($P{$m}->run('lock', $name, 300, 0), 'true', "$m holds $name for 300 ms");
+			until_ok("$m: its hold ran out", sub { !$rc->cmd('EXISTS', $key) });
+		}
+		is($s->query("SELECT redis_lock_acquire('$key')"), 't', "SQL takes $key");
+		my ($v, $e) = $P{$m}->try_run($how eq 'extend' ? ('extend', $name, 60000) : ('unlock', $name));
+		my $now = $rc->cmd('GET', $key);
+		my $got = !defined $now ? 'deleted' : $now eq $me ? 'kept' : 'overwritten';
+		is($got, $EXPECT{$m}{$how}, "$m $how after its hold ran out: SQL's key $EXPECT{$m}{$how}"
+			  . ' (' . ($v // "err $e") . ')');
+		if ($got eq 'kept')
+		{
+			is($s->query("SELECT redis_lock_release('$key')"), 't', 'SQL releases its key');
+		}
+		else
+		{
+			# ShedLock's default mode broke SQL's hold: the watchdog finds it
+			# lost, and another session can take the name meanwhile
+			until_ok("SQL finds $key lost", sub {
+				($s->query("SELECT state FROM redis_locks WHERE name = '$key' AND pid = pg_backend_pid()") // '') eq 'lost' });
+			if ($got eq 'deleted')
+			{
+				my $o = sql_session();
+				is($o->query("SELECT redis_lock_acquire('$key', '0', '10 min')"), 't',
+					'another SQL session took the name while the first thought it held it');
+				$o->query("SELECT redis_lock_release('$key')");
+				$o->close;
+			}
+			$s->try("SELECT redis_lock_release('$key')");
+			$rc->cmd('DEL', $key);
+		}
+		$P{$m}->try_run('unlock', $name) if $how eq 'extend';    # Spring's thread-bound hold
+		$s->close;
+	}
+}
+
+# --- a SQL release wakes a Spring pub/sub waiter: with spring_registries at once,
+# without it after the waiter's whole wait --------------------------------------
+notifications(0);
+my $ps = $P{'spring-pubsub'};
+for my $reg (1, 0)
+{
+	my $name   = "ps-wake-$reg";
+	my $key    = key_of('spring-pubsub', $name);
+	my $s      = sql_session(spring => $reg);
+	my $wait   = $reg ? 60000 : 3000;
+	my $obtain = qr/"EVAL(?:SHA)?" "[^"]+" "1" "\Q$key\E" "[0-9a-f-]{36}" "\d+"/;
+	is($s->query("SELECT redis_lock_acquire('$key', '0', '10 min')"), 't', "SQL holds $key");
+	my $n0 = monitor_count($obtain);
+	my $ts = time();
+	$ps->start('w', 'lock', $name, 60000, $wait);
+	# two tries: it has registered for the message and is waiting (605)
+	until_ok('the Spring waiter waits', sub { monitor_count($obtain) >= $n0 + 2 });
+	my $t0 = time();
+	is($s->query("SELECT redis_lock_release('$key')"), 't', 'SQL releases' . ($reg ? ' (spring_registries = reg)' : ''));
+	my ($st, $v) = $ps->result('w', $T);
+	my $now = time();
+	is("$st $v", 'ok true', "the Spring pub/sub waiter gets $key");
+	if ($reg)
+	{
+		ok($now - $ts < $wait / 1000, 'woken before its 60 s wait ended: by the SQL release\'s message');
+		push @{ $lat{'Spring pub/sub waiter, SQL release, spring_registries'} }, 1000 * ($now - $t0);
+	}
+	else
+	{
+		ok($now - $ts >= $wait / 1000, sprintf('without spring_registries it slept out its 3 s wait (%.0f ms)', 1000 * ($now - $ts)));
+		push @{ $lat{'Spring pub/sub waiter, SQL release, no registries (sleeps out 3 s wait)'} }, 1000 * ($now - $t0);
+	}
+	$ps->run('unlock', $name);
+	$s->close;
+}
+
+# the client-side waits the other way round, without keyspace notifications
+for my $m ('shedlock', 'spring-spin')
+{
+	my $name = "cw-$m";
+	my $key  = key_of($m, $name);
+	my $s    = sql_session();
+	is($s->query("SELECT redis_lock_acquire('$key', '0', '10 min')"), 't', "SQL holds $key");
+	$P{$m}->start('w', 'lock', $name, 60000, 60000);
+	until_ok("$m tries", sub { monitor_count(qr/"\Q$key\E" "(?:ADDED:[^"]*|[0-9a-f-]{36})"/) >= 2 });
+	my $t0 = time();
+	$s->query("SELECT redis_lock_release('$key')");
+	my ($st, $v) = $P{$m}->result('w', $T);
+	is("$st $v", 'ok true', "$m waiter gets $key after the SQL release");
+	push @{ $lat{"$m waiter (polls), SQL release"} }, 1000 * (time() - $t0);
+	$P{$m}->run('unlock', $name);
+	$s->close;
+}
+
+for my $path (sort keys %lat)
+{
+	my @v = sort { $a <=> $b } @{ $lat{$path} };
+	diag(sprintf('wake-up latency: %-62s n=%d min %.0f median %.0f max %.0f ms',
+			$path, scalar @v, $v[0], $v[ $#v / 2 ], $v[-1]));
+}
+diag("versions: ShedLock $VERSION{shedlock}, spring-integration-redis $VERSION{'spring-pubsub'}");
+
+done_testing();
