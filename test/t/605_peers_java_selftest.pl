@@ -56,11 +56,22 @@ ok(RedisLockTest::wait_until($T, 'MONITOR and PSUBSCRIBE up', sub {
 	$r->cli('CLIENT', 'LIST') =~ /cmd=monitor/ && $r->cli('PUBSUB', 'NUMPAT') >= 1 }), 'MONITOR and PSUBSCRIBE up');
 END { local $?; for ($mon, $sub) { $_->kill_kill if $_ } }
 
+# the MONITOR lines matching $re, once everything Redis ran before this call
+# is in the file (an ECHO of a marker has come through after it)
+my $marks = 0;
+
 sub monitor_lines
 {
 	my ($re) = @_;
-	open my $fh, '<', $monf or return ();
-	return grep { $_ =~ $re } <$fh>;
+	my $mark = 'monitor-mark-' . ++$marks;
+	$r->cli('ECHO', $mark);
+	my @l;
+	RedisLockTest::wait_until($T, "MONITOR shows $mark", sub {
+		open my $fh, '<', $monf or return 0;
+		@l = <$fh>;
+		return grep { /"ECHO" "$mark"/ } @l;
+	}) or die "MONITOR stopped";
+	return grep { $_ =~ $re } @l;
 }
 
 sub pmessages
