@@ -37,7 +37,8 @@ is not the digest of the current test/peers/E<lt>clientE<gt>/) is an error
 naming C<bash test/peers/build.sh E<lt>clientE<gt>>: a test never runs a
 driver built from other sources.  The Java clients (C<shedlock>, C<spring>)
 are one Maven project, test/peers/java/, whose build.sh writes
-C<$REDISLOCK_PEERS_CACHE/java/classpath>; they are started as
+C<$REDISLOCK_PEERS_CACHE/java/classpath> and a C<stamp> of the same digest
+(of test/peers/java/); they are started as
 C<< java -cp <classpath> redislock.peers.Driver <client> ... >>.
 
 =over
@@ -51,8 +52,10 @@ C<%LockPeer::REDLOCK> is the set of those that take several C<url>s
 =item LockPeer::cache_dir(), LockPeer::check_build($client)
 
 The cache directory; undef if $client's driver is built from the current
-sources (for the Java clients: if the classpath file exists), else the
-reason it cannot be used.
+sources, else the reason it cannot be used.
+C<LockPeer::source_stamp($dir)> is the digest of test/peers/$dir/ (a
+client's directory, or C<java>), C<LockPeer::driver_dir($client)> where its
+build goes.
 
 =item LockPeer->new(client => $c, urls => [...], options => [...], timeout => $s)
 
@@ -173,18 +176,15 @@ sub check_build
 	my ($client) = @_;
 	return "unknown client '$client' (one of @CLIENTS)" unless grep { $_ eq $client } @CLIENTS;
 	my $dir = driver_dir($client);
-	if ($JAVA{$client})
-	{
-		return "no Java peer build in $dir (" . _how($client) . ')' unless -s "$dir/classpath";
-		return undef;
-	}
-	return "no $client driver built from these sources in $dir (" . _how($client) . ')'
-	  unless -f "$dir/stamp";
+	my $src = $JAVA{$client} ? 'java' : $client;
+	return "no test/peers/$src in this tree" unless -d "$SRC/$src";
+	return "no $client driver built in $dir (" . _how($client) . ')'
+	  unless -f "$dir/stamp" && (!$JAVA{$client} || -s "$dir/classpath");
 	open my $fh, '<', "$dir/stamp" or return "$dir/stamp: $!";
 	my $stamp = <$fh>;
 	chomp $stamp;
 	return "the $client driver in $dir is built from other sources (" . _how($client) . ')'
-	  unless $stamp eq source_stamp($client);
+	  unless $stamp eq source_stamp($src);
 	return undef;
 }
 
@@ -286,8 +286,11 @@ sub start
 	croak 'LockPeer: the driver is gone' unless $self->{pid};
 	croak "LockPeer: bad tag or argument in '$tag $op @args'" if grep { !defined || /\s/ || $_ eq '' } $tag, $op, @args;
 	delete $self->{results}{$tag};
+	# a driver that died is reported by the write's error, not by SIGPIPE
+	# ending the test
+	local $SIG{PIPE} = 'IGNORE';
 	print { $self->{in} } join(' ', $tag, $op, @args), "\n"
-	  or croak "LockPeer $self->{client}: write to the driver: $!";
+	  or croak "LockPeer $self->{client}: write to the driver: $!" . $self->_log_tail;
 	return;
 }
 
@@ -372,6 +375,7 @@ sub quit
 {
 	my ($self) = @_;
 	return unless $self->{pid};
+	local $SIG{PIPE} = 'IGNORE';
 	eval {
 		print { $self->{in} } "_q quit\n";
 		close $self->{in};

@@ -79,6 +79,10 @@ build_redispy() {
     cp "$HERE/redispy/driver.py" "$dir/"
 }
 
+# the Go of the official tarball, where a fresh machine has it but its
+# PATH does not name it
+command -v go >/dev/null 2>&1 || [ ! -x /usr/local/go/bin/go ] || PATH=$PATH:/usr/local/go/bin
+
 mkdir -p "$CACHE"
 # one build at a time per cache (CI's lanes may call this together)
 exec 9>"$CACHE/.build.lock"
