@@ -25,7 +25,12 @@
 #              publishes on reg-channel:reg:<name> and wakes a pub/sub-type
 #              Spring waiter at once; without it the waiter sleeps out its
 #              wait.
-# Wake-up latencies per path are printed (diag) at the end.
+# Wake-up latencies per path are printed (diag) at the end: for a SQL waiter
+# from the moment the lock became free (the client's unlock answered, or the
+# key's expiry from its PTTL) to clock_timestamp() after redis_lock_acquire
+# returned, a polling waiter having waited 1 s first (as 610); for a client
+# waiter from the SQL release to its answer.  REDISLOCK_INTEROP_OUT=DIR:
+# DIR/615_plain_shedlock_spring.clients, per mode and check (610's columns).
 use strict;
 use warnings;
 use FindBin;
@@ -104,11 +109,38 @@ my %P = (
 	'spring-pubsub' => LockPeer->new(client => 'spring', urls => [$url], options => [ 'registry=reg', 'type=pubsub' ]),
 );
 my @MODES = ('shedlock', 'shedlock-safe', 'spring-spin', 'spring-pubsub');
-my %VERSION = map { $_ => $P{$_}->version } @MODES;
-note("$_: $VERSION{$_}") for @MODES;
-my %lat;    # path => [ms ...]
+my %lat;    # path => [ [mode, ms], ... ]
 
 sub key_of { $P{ $_[0] }->key($_[1]) }
+
+sub lat
+{
+	my ($path, $m, $ms) = @_;
+	push @{ $lat{$path} }, [ $m, $ms ];
+	note(sprintf('wake %-58s %-14s %7.1f ms', $path, $m, $ms));
+	return sprintf('%.1f ms', $ms);
+}
+
+# A SQL acquire that returns the server's clock when it got the lock (else f)
+sub acquire_ts
+{
+	my ($key, $wait, $lease) = @_;
+	return "SELECT CASE WHEN redis_lock_acquire('$key', '$wait', '$lease') "
+	  . "THEN extract(epoch FROM clock_timestamp())::text ELSE 'f' END";
+}
+
+# Each mode's outcome per check, for REDISLOCK_INTEROP_OUT (the columns of
+# 610's file, test/peers/README.md): works when no test failed during the
+# check, else fails; "the client cannot extend or delete SQL's key" says what
+# the client did, which for ShedLock's default mode is the hazard asserted.
+my %outcome;
+sub failures { scalar grep { !$_ } Test::More->builder->summary }
+
+sub checked
+{
+	my ($m, $check, $failed_before, $detail, $result) = @_;
+	push @{ $outcome{$m} }, [ $check, $result // (failures() > $failed_before ? 'fails' : 'works'), $detail // '' ];
+}
 
 # --- counter: both sides, the lock changing hands all the time -----------------
 # The client's rounds are its counter op, one round at a time; the SQL
@@ -121,6 +153,7 @@ notifications(1);
 for my $m (@MODES)
 {
 	my ($peer_rounds, $sql_rounds) = (40, 40);
+	my $f    = failures();
 	my $name = "ctr-$m";
 	my $key  = key_of($m, $name);
 	my $ck   = "count:$m";
@@ -138,7 +171,7 @@ for my $m (@MODES)
 		my $sql_last = $sql_wrote{$c};
 		if (!$peer_running && $peer_done < $peer_rounds && ($c == 0 || $sql_last || !grep { $_ } @left))
 		{
-			$P{$m}->start('c', 'counter', $name, $ck, 1, 30000, 2000);
+			$P{$m}->start('c', 'counter', $name, $ck, 1, 30000, 2000, 1);
 			$peer_running = 1;
 		}
 		if ($peer_running && (my $r = $P{$m}->poll('c')))
@@ -179,6 +212,8 @@ for my $m (@MODES)
 	is($rc->cmd('GET', $ck), $peer_rounds + @s * $sql_rounds,
 		"$m counter: exact (" . ($peer_rounds + @s * $sql_rounds) . ") with the client and 2 SQL sessions");
 	ok($handoffs >= $peer_rounds - 1, "$m counter: the lock went from the client to SQL $handoffs times");
+	checked($m, 'exact counter with SQL sessions', $f,
+		($peer_rounds + @s * $sql_rounds) . " rounds, $handoffs hand-offs client to SQL");
 	$_->close for @s;
 }
 
@@ -186,22 +221,34 @@ for my $m (@MODES)
 # path: keyspace (notify-keyspace-events Kgx), poll (none), spring (none, but
 # the Spring pub/sub registry's own unlock message on reg-channel)
 my @wake = ((map { [ $_, 'keyspace' ] } @MODES), (map { [ $_, 'poll' ] } @MODES), [ 'spring-pubsub', 'spring' ]);
+my %WAKE_CHECK = (
+	keyspace => 'a SQL waiter wakes when the client unlocks',
+	poll     => 'without keyspace notifications: a SQL waiter wakes when the client unlocks',
+	spring   => "without keyspace notifications, with spring_registries: a SQL waiter wakes on Spring's unlock message",
+);
 for my $w (@wake)
 {
 	my ($m, $path) = @$w;
+	my $f = failures();
 	notifications($path eq 'keyspace');
 	my $name = "wake-$path-$m";
 	my $key  = key_of($m, $name);
 	my $s    = sql_session(spring => $path eq 'spring');
 	is($P{$m}->run('lock', $name, $LONG, 0), 'true', "$m holds $key on a 10-minute lease");
-	$s->start("SELECT redis_lock_acquire('$key', '60 s', '10 min')");
+	$s->start(acquire_ts($key, '60 s', '10 min'));
 	waits_ok($s);
+	# a polling waiter backs off to its longest pause within its first
+	# second: let it get there, so that the figure is that of a wait in its
+	# stride (as 610)
+	until_ok('the SQL waiter has waited 1 s', sub { RedisLockTest::observer($node)->query(
+			"SELECT clock_timestamp() - query_start > interval '1 s' FROM pg_stat_activity WHERE pid = " . $s->pid) eq 't' });
 	my $t0 = time();
 	is($P{$m}->run('unlock', $name), 'true', "$m unlocks");
+	my $t1 = time();
 	my ($v, $e) = $s->finish($T);
-	my $ms = 1000 * (time() - $t0);
-	is($v, 't', "wake on $m unlock ($path): the SQL waiter gets it") or diag($e);
-	push @{ $lat{"SQL waiter, client unlock, $path"} }, $ms;
+	ok(defined $v && $v ne 'f', "wake on $m unlock ($path): the SQL waiter gets it") or diag($e);
+	my $d = defined $v && $v ne 'f' ? lat("SQL waiter, client unlocks, $path", $m, 1000 * ($v - ($t0 + $t1) / 2)) : undef;
+	checked($m, $WAKE_CHECK{$path}, $f, $d);
 	$s->query("SELECT redis_lock_release('$key')");
 	$s->close;
 }
@@ -212,17 +259,20 @@ for my $path ('keyspace', 'poll')
 	notifications($path eq 'keyspace');
 	for my $m (@MODES)
 	{
+		my $f    = failures();
 		my $name = "expire-$path-$m";
 		my $key  = key_of($m, $name);
 		my $s    = sql_session();
 		is($P{$m}->run('lock', $name, 1500, 0), 'true', "$m holds $key for 1.5 s");
+		my $t0   = time();
 		my $pttl = $rc->cmd('PTTL', $key);
-		my $ends = time() + $pttl / 1000;
-		$s->start("SELECT redis_lock_acquire('$key', '60 s', '10 min')");
+		my $ends = ($t0 + time()) / 2 + $pttl / 1000;
+		$s->start(acquire_ts($key, '60 s', '10 min'));
 		my ($v, $e) = $s->finish($T);
-		my $ms = 1000 * (time() - $ends);
-		is($v, 't', "wake on $m lease end ($path): the SQL waiter gets it") or diag($e);
-		push @{ $lat{"SQL waiter, client lease ends, $path"} }, $ms;
+		ok(defined $v && $v ne 'f', "wake on $m lease end ($path): the SQL waiter gets it") or diag($e);
+		my $d = defined $v && $v ne 'f' ? lat("SQL waiter, client's lease ends, $path", $m, 1000 * ($v - $ends)) : undef;
+		checked($m, ($path eq 'poll' ? 'without keyspace notifications: ' : '')
+			  . "a SQL waiter wakes when the client's lease ends", $f, $d);
 		$s->query("SELECT redis_lock_release('$key')");
 		$P{$m}->try_run('unlock', $name);    # Spring's thread-bound hold; ShedLock: a DEL of nothing
 		$s->close;
@@ -233,6 +283,7 @@ notifications(1);
 # --- the client refused while SQL holds; SQL's watchdog keeps the key -----------
 for my $m (@MODES)
 {
+	my $f    = failures();
 	my $name = "held-$m";
 	my $key  = key_of($m, $name);
 	my $s    = sql_session();
@@ -240,10 +291,13 @@ for my $m (@MODES)
 	is($s->query("SELECT redis_lock_acquire('$key')"), 't', "SQL holds $key on its watchdog (1 s)");
 	is($rc->cmd('GET', $key), $me, "$key holds the session's owner id");
 	is($P{$m}->run('lock', $name, 500, 0), 'false', "$m refused while SQL holds");
+	checked($m, 'the client is refused while SQL holds', $f);
+	$f = failures();
 	is($P{$m}->run('lock', $name, 500, 3000), 'false',
 		"$m refused through a 3 s wait: 6 of its 500 ms leases, 3 of SQL's watchdog leases");
 	is($rc->cmd('GET', $key), $me, "$key is still SQL's");
 	is($s->query("SELECT state FROM redis_locks WHERE name = '$key'"), 'held', 'SQL still holds it');
+	checked($m, "SQL's watchdog keeps the key through 6 of the client's leases", $f);
 	is($s->query("SELECT redis_lock_release('$key')"), 't', 'SQL releases');
 	is($P{$m}->run('lock', $name, 500, 0), 'true', "then $m gets it");
 	$P{$m}->run('unlock', $name);
@@ -260,6 +314,8 @@ my %EXPECT = (
 );
 for my $m (@MODES)
 {
+	my $f = failures();
+	my @did;
 	for my $how (sort keys %{ $EXPECT{$m} })
 	{
 		my $name = "late-$how-$m";
@@ -285,6 +341,7 @@ for my $m (@MODES)
 		my $when = $how eq 'least' ? 'unlock inside lockAtLeastFor, its key gone early' : "$how after its hold ran out";
 		is($got, $EXPECT{$m}{$how}, "$m $when: SQL's key $EXPECT{$m}{$how}"
 			  . ' (' . ($v // "err $e") . ')');
+		push @did, ($how eq 'least' ? 'unlock inside lockAtLeastFor' : "late $how") . ": $got";
 		if ($got eq 'kept')
 		{
 			is($s->query("SELECT redis_lock_release('$key')"), 't', 'SQL releases its key');
@@ -309,6 +366,8 @@ for my $m (@MODES)
 		$P{$m}->try_run('unlock', $name) if $how eq 'extend';    # Spring's thread-bound hold
 		$s->close;
 	}
+	checked($m, "the client cannot extend or delete SQL's key", $f, join('; ', @did),
+		(grep { !/: kept$/ } @did) ? 'fails' : undef);
 }
 
 # --- a SQL release wakes a Spring pub/sub waiter: with spring_registries at once,
@@ -317,6 +376,7 @@ notifications(0);
 my $ps = $P{'spring-pubsub'};
 for my $reg (1, 0)
 {
+	my $f      = failures();
 	my $name   = "ps-wake-$reg";
 	my $key    = key_of('spring-pubsub', $name);
 	my $s      = sql_session(spring => $reg);
@@ -336,12 +396,14 @@ for my $reg (1, 0)
 	if ($reg)
 	{
 		ok($now - $ts < $wait / 1000, 'woken before its 60 s wait ended: by the SQL release\'s message');
-		push @{ $lat{'Spring pub/sub waiter, SQL release, spring_registries'} }, 1000 * ($now - $t0);
+		checked('spring-pubsub', 'with spring_registries: a SQL release wakes the Spring pub/sub waiter', $f,
+			lat('Spring pub/sub waiter, SQL release, spring_registries', 'spring-pubsub', 1000 * ($now - $t0)));
 	}
 	else
 	{
 		ok($now - $ts >= $wait / 1000, sprintf('without spring_registries it slept out its 3 s wait (%.0f ms)', 1000 * ($now - $ts)));
-		push @{ $lat{'Spring pub/sub waiter, SQL release, no registries (sleeps out 3 s wait)'} }, 1000 * ($now - $t0);
+		checked('spring-pubsub', 'without spring_registries the Spring pub/sub waiter sleeps out its wait', $f,
+			lat('Spring pub/sub waiter, SQL release, no spring_registries (3 s wait)', 'spring-pubsub', 1000 * ($now - $t0)));
 	}
 	$ps->run('unlock', $name);
 	$s->close;
@@ -350,6 +412,7 @@ for my $reg (1, 0)
 # the client-side waits the other way round, without keyspace notifications
 for my $m ('shedlock', 'spring-spin')
 {
+	my $f    = failures();
 	my $name = "cw-$m";
 	my $key  = key_of($m, $name);
 	my $s    = sql_session();
@@ -360,17 +423,37 @@ for my $m ('shedlock', 'spring-spin')
 	$s->query("SELECT redis_lock_release('$key')");
 	my ($st, $v) = $P{$m}->result('w', $T);
 	is("$st $v", 'ok true', "$m waiter gets $key after the SQL release");
-	push @{ $lat{"$m waiter (polls), SQL release"} }, 1000 * (time() - $t0);
+	checked($m, 'without keyspace notifications: a SQL release lets the waiting client in (it polls)', $f,
+		lat('client waiter (polls every 100 ms), SQL release', $m, 1000 * (time() - $t0)));
 	$P{$m}->run('unlock', $name);
 	$s->close;
 }
 
 for my $path (sort keys %lat)
 {
-	my @v = sort { $a <=> $b } @{ $lat{$path} };
-	diag(sprintf('wake-up latency: %-62s n=%d min %.0f median %.0f max %.0f ms',
-			$path, scalar @v, $v[0], $v[ $#v / 2 ], $v[-1]));
+	my @v = sort { $a <=> $b } map { $_->[1] } @{ $lat{$path} };
+	diag(sprintf('wake-up latency, %-60s n=%d  min %.1f  median %.1f  max %.1f ms  (%s)',
+			$path, scalar @v, $v[0], $v[ $#v / 2 ], $v[-1],
+			join(', ', map { sprintf('%s %.1f', @$_) } @{ $lat{$path} })));
 }
-diag("versions: ShedLock $VERSION{shedlock}, spring-integration-redis $VERSION{'spring-pubsub'}");
+my %versions = map { $_ => $P{$_}->versions } @MODES;
+diag("versions: $_: $versions{$_}") for @MODES;
+
+# REDISLOCK_INTEROP_OUT=DIR: every mode's outcome per check (610's columns)
+if (my $dir = $ENV{REDISLOCK_INTEROP_OUT})
+{
+	my $file = "$dir/615_plain_shedlock_spring.clients";
+	open(my $fh, '>', $file) or die "$file: $!";
+	print $fh join("\t", qw(case client versions check result detail)), "\n";
+	for my $m (@MODES)
+	{
+		for my $o (@{ $outcome{$m} })
+		{
+			print $fh join("\t", map { (my $x = $_) =~ s/[\t\n]+/ /g; $x } $m, $P{$m}->client, $versions{$m}, @$o), "\n";
+		}
+	}
+	close $fh or die "$file: $!";
+}
+$_->quit for values %P;
 
 done_testing();

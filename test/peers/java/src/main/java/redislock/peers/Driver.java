@@ -57,6 +57,9 @@ public final class Driver
 	{
 		String version();
 
+		/* "<library>=<version>" */
+		String library();
+
 		String key(String name);
 
 		/* A held lock, or null when not acquired within waitMs. */
@@ -233,6 +236,12 @@ public final class Driver
 					need(w, 3, "key <name>");
 					reply(tag, peer.key(w[2]));
 					return true;
+				case "versions":
+					reply(tag, peer.library()
+						  + " spring-data-redis=" + jarVersion(StringRedisTemplate.class, "org.springframework.data", "spring-data-redis")
+						  + " lettuce=" + jarVersion(io.lettuce.core.RedisClient.class, "io.lettuce", "lettuce-core")
+						  + " java=" + System.getProperty("java.version"));
+					return true;
 				case "lock":
 					{
 						need(w, 5, "lock <name> <lease_ms> <wait_ms> [<least_ms>]");
@@ -284,10 +293,11 @@ public final class Driver
 					}
 				case "counter":
 					{
-						need(w, 7, "counter <name> <counter_key> <n> <lease_ms> <wait_ms>");
+						need(w, 7, "counter <name> <counter_key> <n> <lease_ms> <wait_ms> [<hold_ms> [<gap_ms>]]");
 						String name = w[2], ckey = w[3];
 						long n = num(w[4]), lease = num(w[5]), wait = num(w[6]);
-						run(tag, pool, () -> counter(name, ckey, n, lease, wait));
+						long hold = w.length > 7 ? num(w[7]) : 0, gap = w.length > 8 ? num(w[8]) : 0;
+						run(tag, pool, () -> counter(name, ckey, n, lease, wait, hold, gap));
 						return true;
 					}
 				default:
@@ -322,9 +332,11 @@ public final class Driver
 
 	/*
 	 * n rounds of: lock (the library's own wait, again if it ends), read the
-	 * counter, write it plus one, unlock.  All in this one thread.
+	 * counter, sleep hold ms, write it plus one, unlock, sleep gap ms.  All in
+	 * this one thread.
 	 */
-	private long counter(String name, String ckey, long n, long lease, long wait) throws Exception
+	private long counter(String name, String ckey, long n, long lease, long wait, long hold, long gap)
+		throws Exception
 	{
 		for (long i = 0; i < n; i++)
 		{
@@ -332,8 +344,12 @@ public final class Driver
 			while ((h = peer.acquire(name, lease, wait, 0)) == null)
 				;
 			String v = redis.opsForValue().get(ckey);
+			if (hold > 0)
+				Thread.sleep(hold);
 			redis.opsForValue().set(ckey, Long.toString(v == null ? 1 : Long.parseLong(v) + 1));
 			peer.release(name, h);
+			if (gap > 0)
+				Thread.sleep(gap);
 		}
 		return n;
 	}
@@ -407,6 +423,11 @@ public final class Driver
 		public String version()
 		{
 			return jarVersion(RedisLockProvider.class, "net.javacrumbs.shedlock", "shedlock-provider-redis-spring");
+		}
+
+		public String library()
+		{
+			return "shedlock-provider-redis-spring=" + version();
 		}
 
 		/* InternalRedisLockProvider.buildKey (private there) */
@@ -490,6 +511,11 @@ public final class Driver
 		public String version()
 		{
 			return jarVersion(RedisLockRegistry.class, "org.springframework.integration", "spring-integration-redis");
+		}
+
+		public String library()
+		{
+			return "spring-integration-redis=" + version();
 		}
 
 		/* RedisLock.constructLockKey */
