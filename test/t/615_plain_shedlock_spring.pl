@@ -12,7 +12,10 @@
 #              unlock channel with redislock.spring_registries) and when the
 #              client's lease runs out; the client holds on a 10-minute lease
 #              where only its unlock can explain a wake;
-#   refused    the client is refused while SQL holds;
+#   refused    the client is refused while SQL holds (a session's or a
+#              transaction's lock), and its waiting lock gets it at COMMIT
+#              and when the SQL session ends (a Spring pub/sub waiter told by
+#              the release's message on its channel);
 #   watchdog   SQL's watchdog (redislock.watchdog_timeout 1 s) keeps its key
 #              while the client tries for 6 of its own leases;
 #   foreign    after the client's own hold ran out and SQL took the key, the
@@ -305,6 +308,41 @@ for my $m (@MODES)
 	is($P{$m}->run('lock', $name, 500, 0), 'true', "then $m gets it");
 	$P{$m}->run('unlock', $name);
 	$s->close;
+}
+
+# --- a transaction's hold ends at COMMIT, a session's with the session: a
+# client waiting then gets it.  The SQL side names the registry, so that a
+# pub/sub-type Spring waiter is told (its 60 s wait is longer than the bound
+# here: only the message explains its getting it).
+for my $m (@MODES)
+{
+	my $f    = failures();
+	my $name = "end-$m";
+	my $key  = key_of($m, $name);
+	my $x    = sql_session(spring => 1);
+	$x->query('BEGIN');
+	is($x->query("SELECT redis_xact_lock_acquire('$key', '0')"), 't', "SQL takes $key for a transaction");
+	is($P{$m}->run('lock', $name, 30000, 0), 'false', "$m refused while the transaction holds");
+	# a Spring pub/sub waiter waits for the message once it has tried twice
+	my $obtain = qr/"EVAL(?:SHA)?" "[^"]+" "1" "\Q$key\E" "[0-9a-f-]{36}" "\d+"/;
+	my $n0 = monitor_count($obtain);
+	$P{$m}->start('x', 'lock', $name, 30000, 60000);
+	until_ok('the Spring waiter waits', sub { monitor_count($obtain) >= $n0 + 2 }) if $m eq 'spring-pubsub';
+	my $t0 = time();
+	$x->query('COMMIT');
+	is_deeply([ $P{$m}->result('x', $T / 2) ], [ 'ok', 'true' ], "$m: its waiting lock gets $key after COMMIT");
+	my $d = lat('client waiter, SQL COMMIT', $m, 1000 * (time() - $t0));
+	is($P{$m}->run('unlock', $name), 'true', "$m unlocks");
+	is($x->query("SELECT redis_lock_acquire('$key', '0')"), 't', "a SQL session takes $key");
+	$n0 = monitor_count($obtain);
+	$P{$m}->start('e', 'lock', $name, 30000, 60000);
+	until_ok('the Spring waiter waits', sub { monitor_count($obtain) >= $n0 + 2 }) if $m eq 'spring-pubsub';
+	$t0 = time();
+	$x->close;
+	is_deeply([ $P{$m}->result('e', $T / 2) ], [ 'ok', 'true' ], "$m: its waiting lock gets $key when the SQL session ends");
+	$d .= ', session end ' . lat('client waiter, SQL session ends', $m, 1000 * (time() - $t0));
+	is($P{$m}->run('unlock', $name), 'true', "$m unlocks");
+	checked($m, 'the client gets it after COMMIT and after the SQL session ends', $f, "COMMIT $d");
 }
 
 # --- after the client's hold ran out: its unlock and extend against SQL's key ---
