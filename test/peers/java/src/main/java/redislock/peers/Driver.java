@@ -28,14 +28,20 @@ import java.io.PrintWriter;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ThreadFactory;
 
 import net.javacrumbs.shedlock.core.ClockProvider;
 import net.javacrumbs.shedlock.core.LockConfiguration;
@@ -43,9 +49,12 @@ import net.javacrumbs.shedlock.core.SimpleLock;
 import net.javacrumbs.shedlock.provider.redis.spring.RedisLockProvider;
 import net.javacrumbs.shedlock.provider.redis.support.InternalRedisLockProvider;
 
+import io.lettuce.core.RedisClient;
+
 import org.springframework.data.redis.connection.RedisStandaloneConfiguration;
 import org.springframework.data.redis.connection.lettuce.LettuceClientConfiguration;
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
+import org.springframework.data.redis.core.RedisCallback;
 import org.springframework.data.redis.core.StringRedisTemplate;
 import org.springframework.integration.redis.util.RedisLockRegistry;
 import org.springframework.integration.support.locks.DistributedLock;
@@ -83,7 +92,7 @@ public final class Driver
 	private final Peer peer;
 	private final StringRedisTemplate redis;
 	/* per name, the locks this driver holds, newest first (Spring's reenter) */
-	private final Map<String, java.util.Deque<Object>> held = new ConcurrentHashMap<>();
+	private final Map<String, Deque<Object>> held = new ConcurrentHashMap<>();
 	private final ExecutorService pool = Executors.newCachedThreadPool(daemon("op"));
 
 	private Driver(PrintWriter out, Peer peer, StringRedisTemplate redis)
@@ -133,7 +142,7 @@ public final class Driver
 		if (!opt.isEmpty())
 			usage("unknown option(s) for " + client + ": " + opt.keySet());
 		/* connected means answering: one PING before "ready" */
-		redis.execute((org.springframework.data.redis.core.RedisCallback<String>) c -> c.ping());
+		redis.execute((RedisCallback<String>) c -> c.ping());
 
 		Driver d = new Driver(out, peer, redis);
 		d.say("ready " + client + " " + peer.version());
@@ -190,7 +199,7 @@ public final class Driver
 		return f;
 	}
 
-	private static java.util.concurrent.ThreadFactory daemon(String prefix)
+	private static ThreadFactory daemon(String prefix)
 	{
 		return r -> {
 			Thread t = new Thread(r, prefix);
@@ -211,8 +220,8 @@ public final class Driver
 
 	private void fail(String tag, Throwable e)
 	{
-		while ((e instanceof java.util.concurrent.ExecutionException
-				|| e instanceof java.util.concurrent.CompletionException) && e.getCause() != null)
+		while ((e instanceof ExecutionException
+				|| e instanceof CompletionException) && e.getCause() != null)
 			e = e.getCause();
 		String m = e.getClass().getName() + (e.getMessage() == null ? "" : ": " + e.getMessage());
 		say(tag + " err " + m.replaceAll("\\s+", " ").trim());
@@ -239,7 +248,7 @@ public final class Driver
 				case "versions":
 					reply(tag, peer.library()
 						  + " spring-data-redis=" + jarVersion(StringRedisTemplate.class, "org.springframework.data", "spring-data-redis")
-						  + " lettuce=" + jarVersion(io.lettuce.core.RedisClient.class, "io.lettuce", "lettuce-core")
+						  + " lettuce=" + jarVersion(RedisClient.class, "io.lettuce", "lettuce-core")
 						  + " java=" + System.getProperty("java.version"));
 					return true;
 				case "lock":
@@ -251,7 +260,7 @@ public final class Driver
 							Object h = peer.acquire(name, lease, wait, least);
 							if (h == null)
 								return false;
-							held.computeIfAbsent(name, k -> new java.util.concurrent.ConcurrentLinkedDeque<>()).push(h);
+							held.computeIfAbsent(name, k -> new ConcurrentLinkedDeque<>()).push(h);
 							return true;
 						});
 						return true;
@@ -261,7 +270,7 @@ public final class Driver
 						need(w, 3, "unlock <name>");
 						String name = w[2];
 						run(tag, peer.thread(name), () -> {
-							Object h = held.getOrDefault(name, new java.util.ArrayDeque<>()).poll();
+							Object h = held.getOrDefault(name, new ArrayDeque<>()).poll();
 							if (h == null)
 								throw new IllegalStateException("this driver holds no lock named " + name);
 							peer.release(name, h);
@@ -275,7 +284,7 @@ public final class Driver
 						String name = w[2];
 						long lease = num(w[3]);
 						run(tag, peer.thread(name), () -> {
-							java.util.Deque<Object> mine = held.getOrDefault(name, new java.util.ArrayDeque<>());
+							Deque<Object> mine = held.getOrDefault(name, new ArrayDeque<>());
 							Object h = mine.poll();
 							if (h == null)
 								throw new IllegalStateException("this driver holds no lock named " + name);
