@@ -444,7 +444,7 @@ run_tap() {
         FAILED=$((FAILED + 1)); FAILED_NAMES+=("redisson-java(build)")
     fi
     env+=("${REDISSON_ENV[@]}")
-    # the 6xx_*peers* ones: redsync, node redlock, redis-py, ShedLock, Spring
+    # the 53x and 54x ones: redsync, node redlock, redis-py, ShedLock, Spring
     if build_peers "$WORK" "${files[@]}"; then
         [ ${#PEERS_ENV[@]} -eq 0 ] || PASSED=$((PASSED + 1))
     else

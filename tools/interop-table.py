@@ -3,7 +3,7 @@
 results the peer tests wrote into $REDISLOCK_INTEROP_OUT (the contract is in
 the page's source, in the comment above the table), in either form:
   <test>.jsonl    one JSON object per line per client and setup;
-  <test>.clients  what test/t/610_plain_peers.pl writes (test/peers/README.md):
+  <test>.clients  what test/t/540_plain_peers.pl writes (test/peers/README.md):
                   a header line "case client versions check result detail",
                   then one tab-separated line per case and check; a wake
                   check's detail is "<path>: <ms> ms".
@@ -49,7 +49,7 @@ CLIENTS = {
 }
 ORDER = ['redsync', 'redlock', 'redispy', 'shedlock', 'spring']
 
-# 610_plain_peers.pl's cases and wake paths, in this tool's words
+# 540_plain_peers.pl's cases and wake paths, in this tool's words
 CASE_SETUP = {'redsync-redlock': 'Redlock, 3 masters', 'redlock-multi': 'several resources'}
 TSV_PATHS = {
     'unlock, notifications on': 'release_notify',
@@ -59,6 +59,17 @@ TSV_PATHS = {
     'unlock, Redlock': 'release_redlock',
     'lease end, Redlock': 'expiry_redlock',
     'SQL release': 'sql_release_sql',
+}
+
+# 545_plain_shedlock_spring.pl's checks whose detail is a bare "<ms> ms"
+CHECK_PATHS = {
+    'a SQL waiter wakes when the client unlocks': 'release_notify',
+    "a SQL waiter wakes when the client's lease ends": 'expiry_notify',
+    'without keyspace notifications: a SQL waiter wakes when the client unlocks': 'release_poll',
+    "without keyspace notifications: a SQL waiter wakes when the client's lease ends": 'expiry_poll',
+    "without keyspace notifications, with spring_registries: a SQL waiter wakes on Spring's unlock message": 'release_spring',
+    'without keyspace notifications: a SQL release lets the waiting client in (it polls)': 'sql_release',
+    'with spring_registries: a SQL release wakes the Spring pub/sub waiter': 'sql_release',
 }
 
 # wake path -> words, in the order shown
@@ -82,7 +93,7 @@ def fail(msg):
 
 
 def read_tsv(f, fh, rows):
-    """610_plain_peers.pl's <test>.clients into rows."""
+    """540_plain_peers.pl's <test>.clients into rows."""
     head = fh.readline().rstrip('\r\n')
     if head.split('\t') != ['case', 'client', 'versions', 'check', 'result', 'detail']:
         fail('%s: not a results file (its header)' % f)
@@ -98,12 +109,15 @@ def read_tsv(f, fh, rows):
         k = (client, CASE_SETUP.get(case, 'single' if case == client else case))
         r = rows.setdefault(k, {'client': client, 'test': test, 'wake': {}, 'checks': {}, 'key': None})
         m = re.match(r'%s=(\S+)' % ('redis-py' if client == 'redispy' else re.escape(client)), versions)
-        r['version'] = m.group(1) if m else versions.split(' ')[0]
+        r['version'] = m.group(1) if m else versions.split(' ')[0].split('=')[-1]
         r['versions'] = versions
         r['checks'][check] = 'pass' if result == 'works' else 'fail'
         m = re.match(r'(.+): ([\d.]+) ms$', detail)
         if m and m.group(1) in TSV_PATHS:
             r['wake'][TSV_PATHS[m.group(1)]] = {'ms': float(m.group(2))}
+        m = re.match(r'([\d.]+) ms$', detail)
+        if m and check in CHECK_PATHS:    # 545's rows: the check names the path
+            r['wake'][CHECK_PATHS[check]] = {'ms': float(m.group(1))}
 
 
 def read(files):

@@ -1,4 +1,4 @@
-# 605_peers_java_selftest.pl — the ShedLock and Spring Integration peer
+# 532_peers_java_selftest.pl — the ShedLock and Spring Integration peer
 # driver (test/peers/java) against a real redis-server, no SQL: that it
 # speaks the peer protocol, and that the pinned libraries do on the wire what
 # ../shared/reference/lock-clients.md (and test/peers/java/README.md) says,

@@ -1,4 +1,4 @@
-# 615_plain_shedlock_spring.pl — SQL sessions under the plain layout against
+# 545_plain_shedlock_spring.pl — SQL sessions under the plain layout against
 # the real ShedLock Redis provider (default mode and safeUpdate) and Spring
 # Integration's RedisLockRegistry (spin and pub/sub types), through
 # test/peers/java (one JVM per client mode, LockPeer):
@@ -31,9 +31,9 @@
 # Wake-up latencies per path are printed (diag) at the end: for a SQL waiter
 # from the moment the lock became free (the client's unlock answered, or the
 # key's expiry from its PTTL) to clock_timestamp() after redis_lock_acquire
-# returned, a polling waiter having waited 1 s first (as 610); for a client
+# returned, a polling waiter having waited 1 s first (as 540); for a client
 # waiter from the SQL release to its answer.  REDISLOCK_INTEROP_OUT=DIR:
-# DIR/615_plain_shedlock_spring.clients, per mode and check (610's columns).
+# DIR/545_plain_shedlock_spring.clients, per mode and check (540's columns).
 use strict;
 use warnings;
 use FindBin;
@@ -133,7 +133,7 @@ sub acquire_ts
 }
 
 # Each mode's outcome per check, for REDISLOCK_INTEROP_OUT (the columns of
-# 610's file, test/peers/README.md): works when no test failed during the
+# 540's file, test/peers/README.md): works when no test failed during the
 # check, else fails; "the client cannot extend or delete SQL's key" says what
 # the client did, which for ShedLock's default mode is the hazard asserted.
 my %outcome;
@@ -245,7 +245,7 @@ for my $w (@wake)
 	waits_ok($s);
 	# a polling waiter backs off to its longest pause within its first
 	# second: let it get there, so that the figure is that of a wait in its
-	# stride (as 610)
+	# stride (as 540)
 	until_ok('the SQL waiter has waited 1 s', sub { RedisLockTest::observer($node)->query(
 			"SELECT clock_timestamp() - query_start > interval '1 s' FROM pg_stat_activity WHERE pid = " . $s->pid) eq 't' });
 	my $t0 = time();
@@ -366,7 +366,7 @@ for my $m (@MODES)
 		if ($how eq 'least')
 		{
 			# lockAtLeastFor: the key goes early (here a DEL by someone else,
-			# as another default-mode ShedLock's late unlock does in 605)
+			# as another default-mode ShedLock's late unlock does in 532)
 			is($P{$m}->run('lock', $name, 60000, 0, 30000), 'true', "$m holds $name (lockAtLeastFor 30 s)");
 			$rc->cmd('DEL', $key);
 		}
@@ -427,7 +427,7 @@ for my $reg (1, 0)
 	my $n0 = monitor_count($obtain);
 	my $ts = time();
 	$ps->start('w', 'lock', $name, 60000, $wait);
-	# two tries: it has registered for the message and is waiting (605)
+	# two tries: it has registered for the message and is waiting (532)
 	until_ok('the Spring waiter waits', sub { monitor_count($obtain) >= $n0 + 2 });
 	my $t0 = time();
 	is($s->query("SELECT redis_lock_release('$key')"), 't', 'SQL releases' . ($reg ? ' (spring_registries = reg)' : ''));
@@ -480,10 +480,10 @@ for my $path (sort keys %lat)
 my %versions = map { $_ => $P{$_}->versions } @MODES;
 diag("versions: $_: $versions{$_}") for @MODES;
 
-# REDISLOCK_INTEROP_OUT=DIR: every mode's outcome per check (610's columns)
+# REDISLOCK_INTEROP_OUT=DIR: every mode's outcome per check (540's columns)
 if (my $dir = $ENV{REDISLOCK_INTEROP_OUT})
 {
-	my $file = "$dir/615_plain_shedlock_spring.clients";
+	my $file = "$dir/545_plain_shedlock_spring.clients";
 	open(my $fh, '>', $file) or die "$file: $!";
 	print $fh join("\t", qw(case client versions check result detail)), "\n";
 	for my $m (@MODES)

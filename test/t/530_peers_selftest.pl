@@ -6,7 +6,7 @@
 # masters (quorum, clean-up of a minority), node redlock's several resources
 # at once, and an exact counter raced by two drivers of different clients —
 # both libraries exclude each other on the wire.  This proves the drivers
-# before test 610 pits them against SQL sessions.
+# before test 540 pits them against SQL sessions.
 use strict;
 use warnings;
 use Test::More;

@@ -409,7 +409,7 @@ for my $path (sort keys %latency)
 # table of clients (test/peers/README.md says what the columns are)
 if (my $dir = $ENV{REDISLOCK_INTEROP_OUT})
 {
-	my $file = "$dir/610_plain_peers.clients";
+	my $file = "$dir/540_plain_peers.clients";
 	open(my $fh, '>', $file) or die "$file: $!";
 	print $fh join("\t", qw(case client versions check result detail)), "\n";
 	for my $c (@CASES)
