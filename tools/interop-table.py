@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Renders the plain-layout clients' table of docs/lock-clients.md from the
 results the peer tests wrote into $REDISLOCK_INTEROP_OUT (the contract is in
-the page's source, in the comment above the table), in either form:
-  <test>.jsonl    one JSON object per line per client and setup;
-  <test>.clients  what test/t/540_plain_peers.pl writes (test/peers/README.md):
-                  a header line "case client versions check result detail",
-                  then one tab-separated line per case and check; a wake
-                  check's detail is "<path>: <ms> ms".
+the page's source, in the comment above the table):
+  <test>.clients  what test/t/540_plain_peers.pl and 545_plain_shedlock_spring.pl
+                  write (test/peers/README.md): a header line "case client
+                  versions check result detail", then one tab-separated line
+                  per case and check; a wake check's detail is "<path>: <ms>
+                  ms", or "<ms> ms" for the checks of CHECK_PATHS.
 
 The table: client, version tested, the key it uses, how a SQL waiter wakes
 (each wake path measured, with its latency), what to set.  Versions, keys,
@@ -17,15 +17,14 @@ have gets a row saying so; a later line of the same client and setup
 replaces an earlier one.
 
 Usage:
-  python3 tools/interop-table.py RESULTS.jsonl...            the block, to stdout
-  python3 tools/interop-table.py --write PAGE RESULTS.jsonl...
+  python3 tools/interop-table.py RESULTS.clients...            the block, to stdout
+  python3 tools/interop-table.py --write PAGE RESULTS.clients...
         replaces what is between <!-- interop-table:begin --> and
         <!-- interop-table:end --> in PAGE (docs/lock-clients.md)
 Exits 1 on a file it cannot read, a line it does not understand, or a page
 without the markers.
 """
 import datetime
-import json
 import os
 import re
 import sys
@@ -125,37 +124,11 @@ def read(files):
     rows = {}
     newest = 0
     for f in files:
-        if f.endswith('.clients'):
-            try:
-                with open(f, encoding='utf-8') as fh:
-                    read_tsv(f, fh, rows)
-            except OSError as e:
-                fail('%s: %s' % (f, e))
-            newest = max(newest, os.stat(f).st_mtime)
-            continue
         try:
-            fh = open(f, encoding='utf-8')
+            with open(f, encoding='utf-8') as fh:
+                read_tsv(f, fh, rows)
         except OSError as e:
             fail('%s: %s' % (f, e))
-        with fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    r = json.loads(line)
-                except ValueError as e:
-                    fail('%s line %d: not JSON: %s' % (f, n, e))
-                if not isinstance(r, dict):
-                    fail('%s line %d: not a JSON object' % (f, n))
-                for k in ('client', 'version'):
-                    if not isinstance(r.get(k), str) or not r[k]:
-                        fail('%s line %d: no "%s"' % (f, n, k))
-                wake = r.get('wake', {})
-                if not isinstance(wake, dict) or any(
-                        not isinstance(v, dict) or not isinstance(v.get('ms'), (int, float))
-                        for v in wake.values()):
-                    fail('%s line %d: "wake" must map paths to {"ms": number, "n": count}' % (f, n))
-                rows[(r['client'], r.get('setup') or 'single')] = r
         newest = max(newest, os.stat(f).st_mtime)
     return rows, newest
 
