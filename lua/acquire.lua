@@ -20,12 +20,15 @@
 local owner = ARGV[2]
 local held = redis.pcall('hexists', KEYS[1], owner)
 if type(held) == 'table' then
-    -- a string here is a lock of the plain layout (plain_acquire.lua)
-    if redis.call('type', KEYS[1])['ok'] == 'string' and
+    -- a string here is a lock of the plain layout (plain_acquire.lua);
+    -- any other error is raised again, as the script's own (an ACL's
+    -- refusal names the script)
+    if string.find(held['err'] or '', 'WRONGTYPE', 1, true) and
+       redis.call('type', KEYS[1])['ok'] == 'string' and
        not string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then
         return redis.error_reply('LAYOUT plain')
     end
-    return held
+    redis.call('hexists', KEYS[1], owner)
 end
 held = held == 1
 if not held and redis.call('exists', KEYS[1]) == 1 then

@@ -18,11 +18,12 @@ for i = 1, n do
     local name = KEYS[2 * i - 1]
     local held = redis.pcall('hexists', name, owner)
     if type(held) == 'table' then
-        if redis.call('type', name)['ok'] == 'string' and
+        if string.find(held['err'] or '', 'WRONGTYPE', 1, true) and
+           redis.call('type', name)['ok'] == 'string' and
            not string.match(redis.call('get', name), '^%-?%d+$') then
             return redis.error_reply('LAYOUT plain')
         end
-        return held
+        redis.call('hexists', name, owner)    -- raised as in acquire.lua
     end
     if held == 0 and redis.call('exists', name) == 1 then
         return {0, redis.call('pttl', name), i}

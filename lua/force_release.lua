@@ -15,13 +15,20 @@
 -- Returns 1 when a lock was deleted, 0 when there was none. Refuses to delete
 -- a key that is not a lock hash: it belongs to something else. A string
 -- holding an integer is taken for a Redisson semaphore's or count-down
--- latch's count, not a lock of the plain layout (whose values are tokens).
+-- latch's count, not a lock of the plain layout (whose values are tokens);
+-- a string that is no token (spaces, over 256 bytes) is refused too.
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
     return 0
 end
-if kind == 'string' and string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then
-    kind = 'count'
+if kind == 'string' then
+    local value = redis.call('get', KEYS[1])
+    if string.match(value, '^%-?%d+$') then
+        kind = 'count'
+    elseif #value > 256 or not string.match(value, '^[%w%p]+$') then
+        -- not a token (see status.lua): another application's data
+        return redis.error_reply('NOTLOCK the key does not hold a lock')
+    end
 end
 if kind == 'string' and ARGV[2] == '1' then
     redis.call('del', KEYS[1])

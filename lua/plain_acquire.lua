@@ -13,7 +13,8 @@
 -- Returns {1, token, fresh} when taken (fresh = 1: we did not hold it and
 --         the counter was incremented), {0, pttl} when another holds it;
 --         the error "LAYOUT redisson" when the key is a lock hash of the
---         Redisson layout, "NOTLOCK" when it holds other data. A re-entry
+--         Redisson layout (or an integer without expiry: a Redisson
+--         semaphore's or count-down latch's count), "NOTLOCK" when it holds other data. A re-entry
 --         sets the lease again, as a Redisson re-entry does.
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'hash' then
@@ -23,6 +24,11 @@ if kind ~= 'none' and kind ~= 'string' then
     return redis.error_reply('NOTLOCK the key does not hold a lock')
 end
 local value = redis.call('get', KEYS[1])
+-- an integer without expiry is a Redisson semaphore's or latch's count
+if value and string.match(value, '^%-?%d+$') and
+   redis.call('pttl', KEYS[1]) == -1 then
+    return redis.error_reply('LAYOUT redisson')
+end
 if value and value ~= ARGV[2] then
     return {0, redis.call('pttl', KEYS[1])}
 end

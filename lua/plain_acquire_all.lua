@@ -22,6 +22,11 @@ for i = 1, n do
         return redis.error_reply('NOTLOCK the key does not hold a lock')
     end
     local value = redis.call('get', name)
+    -- an integer without expiry is a Redisson semaphore's or latch's count
+    if value and string.match(value, '^%-?%d+$') and
+       redis.call('pttl', name) == -1 then
+        return redis.error_reply('LAYOUT redisson')
+    end
     if value and value ~= owner then
         return {0, redis.call('pttl', name), i}
     end

@@ -124,26 +124,37 @@ confirm_on_replicas(MultiLock *m, const RLReply *wait)
 
 /*
  * Where a waiter for plain locks listens: every name's wake channels (see
- * rl_plain_wake_channels), polling as the most demanding of them needs.
+ * rl_plain_wake_channels), polling as the most demanding of them needs. A
+ * wait has at most RL_MULTI_MAX channels (what the listener serves): each
+ * name's own channel first, then the others while there is room; a name
+ * whose others do not fit is polled for as without notifications.
  */
 static int
 plain_channels(MultiLock *m, const char ***out, int *poll_ms)
 {
-	const char **all = NULL;
+	const char **all = palloc(sizeof(char *) * RL_MULTI_MAX);
+	const char ***some = palloc(sizeof(const char **) * m->n);
+	int		   *k = palloc(sizeof(int) * m->n);
 	int			n = 0;
 
 	*poll_ms = 0;
 	for (int i = 0; i < m->n; i++)
 	{
-		const char **some;
 		int			pause;
-		int			k = rl_plain_wake_channels(m->locks[i]->name, &some, &pause);
 
-		all = all ? repalloc(all, sizeof(char *) * (n + k)) :
-			palloc(sizeof(char *) * k);
-		memcpy(all + n, some, sizeof(char *) * k);
-		n += k;
+		k[i] = rl_plain_wake_channels(m->locks[i]->name, &some[i], &pause);
+		all[n++] = some[i][0];
 		*poll_ms = *poll_ms == 0 ? pause : Min(*poll_ms, pause);
+	}
+	for (int i = 0; i < m->n; i++)
+	{
+		if (n + k[i] - 1 > RL_MULTI_MAX)
+		{
+			*poll_ms = RL_PLAIN_POLL_MAX_MS;
+			continue;
+		}
+		for (int j = 1; j < k[i]; j++)
+			all[n++] = some[i][j];
 	}
 	*out = all;
 	return n;

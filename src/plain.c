@@ -79,7 +79,7 @@ spring_channels(const char *name, const char **out, int max)
 	if (rl_spring_registries == NULL || rl_spring_registries[0] == '\0')
 		return 0;
 	list = pstrdup(rl_spring_registries);
-	if (!SplitIdentifierString(list, ',', &regs))
+	if (!SplitGUCList(list, ',', &regs))
 		return 0;				/* the check hook refused it already */
 	foreach(lc, regs)
 	{
@@ -92,13 +92,18 @@ spring_channels(const char *name, const char **out, int max)
 	return n;
 }
 
-/* check hook of redislock.spring_registries: a comma-separated list */
+/*
+ * check hook of redislock.spring_registries: a comma-separated list of
+ * registry keys, kept as written (Spring's keys are case-sensitive), each
+ * once and short enough for its channels.
+ */
 bool
 rl_check_spring_registries(char **newval, void **extra, GucSource source)
 {
 	char	   *list = pstrdup(*newval);
 	List	   *regs;
-	bool		ok = SplitIdentifierString(list, ',', &regs);
+	ListCell   *lc;
+	bool		ok = SplitGUCList(list, ',', &regs);
 
 	if (!ok)
 		GUC_check_errdetail("List syntax is invalid.");
@@ -107,6 +112,26 @@ rl_check_spring_registries(char **newval, void **extra, GucSource source)
 		GUC_check_errdetail("At most %d registries can be named.",
 							RL_PLAIN_MAX_REGISTRIES);
 		ok = false;
+	}
+	foreach(lc, ok ? regs : NIL)
+	{
+		const char *reg = lfirst(lc);
+
+		if (strlen(reg) == 0 || strlen(reg) > RL_PLAIN_REGISTRY_MAX)
+		{
+			GUC_check_errdetail("A registry key has 1 to %d bytes.",
+								RL_PLAIN_REGISTRY_MAX);
+			ok = false;
+			break;
+		}
+		for (ListCell *prev = list_head(regs); prev != lc; prev = lnext(regs, prev))
+			if (strcmp(lfirst(prev), reg) == 0)
+			{
+				GUC_check_errdetail("Registry key \"%s\" is named twice.", reg);
+				ok = false;
+			}
+		if (!ok)
+			break;
 	}
 	list_free(regs);
 	pfree(list);

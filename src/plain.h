@@ -21,6 +21,7 @@ typedef enum RLLayout
 
 /* Spring Integration registries redislock.spring_registries may name. */
 #define RL_PLAIN_MAX_REGISTRIES 8
+#define RL_PLAIN_REGISTRY_MAX 64	/* bytes of one registry key */
 
 extern int	rl_layout;
 extern char *rl_spring_registries;

@@ -166,7 +166,7 @@ redlock_status(const char *name, RLStatus *st)
 
 	memset(st, 0, sizeof(*st));
 	st->mode = rl_mode_name();
-	st->layout = "redisson";
+	st->layout = rl_layout == RL_LAYOUT_PLAIN ? "plain" : "redisson";
 	for (int i = 0; i < n; i++)
 		if (nodes[i].error == NULL)
 		{

@@ -384,8 +384,17 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 		}
 		my (undef, $err, $state) = $a->try("SELECT holders FROM redis_lock_status('$name')");
 		is($state, '42809', "count: redis_lock_status('$name') refuses it (42809), its count unread");
-		is($a->query("SELECT redis_lock_acquire('$name', '0', layout => 'plain')"), 'f',
-			"count: a plain acquire of $name is refused (held, as for the other plain clients)");
+		for my $sql ("SELECT redis_lock_acquire('$name', NULL, layout => 'plain')",
+			"SELECT redis_lock_acquire_all(ARRAY['n:free', '$name'], NULL, NULL, 'plain')")
+		{
+			my (undef, $err, $state) = $a->try($sql);
+			is($state, '42809', "count: $sql: 42809 at once (no wait for a count without expiry)");
+			like($err // '', qr/has the redisson layout/, "count: $sql: names the redisson layout");
+		}
+		cli('SET', 'n:homemade', '1', 'PX', 600_000);
+		is($a->query("SELECT redis_lock_acquire('n:homemade', '0', layout => 'plain')"), 'f',
+			'count: an integer with an expiry (SET k 1 NX PX, a homemade lock) is another holder');
+		cli('DEL', 'n:homemade');
 		is(value_of($name), $v0, "count: $name unchanged ($v0)");
 		$a->try("SELECT redis_lock_release('$name')");    # (held only if taken wrongly)
 		$a->notices;
@@ -620,16 +629,16 @@ cli('CONFIG', 'SET', 'notify-keyspace-events', '');
 # --- 13. Spring Integration's unlock channel, both ways (notifications off) ------------
 {
 	cli('CONFIG', 'SET', 'notify-keyspace-events', '');
-	my $chan = 'reg-channel:reg:x';
+	my $chan = 'myReg-channel:myReg:x';
 	# a SQL release publishes there, the key as the message
-	$a->query("SET redislock.spring_registries = 'reg'");
-	is($a->query("SELECT redis_lock_acquire('reg:x', '0', '10 min', layout => 'plain')"), 't', 'spring: A holds reg:x');
+	$a->query("SET redislock.spring_registries = 'myReg'");
+	is($a->query("SELECT redis_lock_acquire('myReg:x', '0', '10 min', layout => 'plain')"), 't', 'spring: A holds myReg:x (a camelCase registry key, kept as written)');
 	my ($in, $out, $err) = ('', '', '');
 	my $sub = IPC::Run::start([ $RedisLockTest::Redis::CLI, '-h', '127.0.0.1', '-p', $redis->port, 'SUBSCRIBE', $chan ],
 		\$in, \$out, \$err, IPC::Run::timeout(120));
 	until_ok('spring: redis-cli subscribed', sub { (cli('PUBSUB', 'NUMSUB', $chan))[1] >= 1 });
-	is($a->query("SELECT redis_lock_release('reg:x')"), 't', 'spring: A releases reg:x');
-	until_ok("spring: PUBLISH $chan reg:x seen by the subscriber", sub { $sub->pump_nb; $out =~ /^message\n\Q$chan\E\nreg:x$/m });
+	is($a->query("SELECT redis_lock_release('myReg:x')"), 't', 'spring: A releases myReg:x');
+	until_ok("spring: PUBLISH $chan myReg:x seen by the subscriber", sub { $sub->pump_nb; $out =~ /^message\n\Q$chan\E\nmyReg:x$/m });
 	$sub->kill_kill;
 
 	# the setting: at most 8 registries, a list, a superuser's
@@ -637,8 +646,12 @@ cli('CONFIG', 'SET', 'notify-keyspace-events', '');
 	is($st, '22023', 'spring: 9 registries refused (22023)');
 	(undef, $e, $st) = $a->try(q{SET redislock.spring_registries = 'a,,b'});
 	is($st, '22023', 'spring: a bad list refused (22023)');
+	(undef, $e, $st) = $a->try(q{SET redislock.spring_registries = 'orders,orders'});
+	is($st, '22023', 'spring: a registry named twice refused (22023)');
+	(undef, $e, $st) = $a->try("SET redislock.spring_registries = '" . ('r' x 65) . "'");
+	is($st, '22023', 'spring: a registry key over 64 bytes refused (22023)');
 	my $u = RedisLockTest::Session->new($node, user => 'plainrole');
-	(undef, $e, $st) = $u->try("SET redislock.spring_registries = 'reg'");
+	(undef, $e, $st) = $u->try("SET redislock.spring_registries = 'myReg'");
 	is($st, '42501', 'spring: an ordinary role may not set it (42501)');
 	$u->close;
 
@@ -648,12 +661,12 @@ cli('CONFIG', 'SET', 'notify-keyspace-events', '');
 	$a->query('RESET redislock.spring_registries');
 
 	# a SQL waiter listens there and wakes on Spring's unlock (DEL + PUBLISH)
-	cli('SET', 'reg:x', 'spring-holder', 'PX', 600_000);
-	my $w = waiter('reg:x', setup => "SET redislock.spring_registries = 'reg'");
+	cli('SET', 'myReg:x', 'spring-holder', 'PX', 600_000);
+	my $w = waiter('myReg:x', setup => "SET redislock.spring_registries = 'myReg'");
 	until_ok("spring: the waiter listens on $chan", sub { (cli('PUBSUB', 'NUMSUB', $chan))[1] >= 1 });
 	my $t0 = time();
-	cli('EVAL', "redis.call('del', KEYS[1]); return redis.call('publish', ARGV[1], KEYS[1])", 1, 'reg:x', $chan);
-	woken_ok($w, 'reg:x', $t0, "Spring's unlock (DEL + PUBLISH $chan), no notifications");
+	cli('EVAL', "redis.call('del', KEYS[1]); return redis.call('publish', ARGV[1], KEYS[1])", 1, 'myReg:x', $chan);
+	woken_ok($w, 'myReg:x', $t0, "Spring's unlock (DEL + PUBLISH $chan), no notifications");
 }
 
 # --- 14. force release ----------------------------------------------------------------------
