@@ -258,6 +258,9 @@ extern bool rl_wait_call(const RLAcquireRequest *req, const char *timeout_msg,
 /* redlock.c */
 extern void rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target,
 							   Attempt *out);
+extern void rl_redlock_attempt_all(const RLEval *e, int n, LocalLock **locks,
+								   int64 lease_ms, int64 *token, bool *fresh,
+								   Attempt *out);
 
 /* xact.c */
 extern void rl_reserve_xact_holds(int n);

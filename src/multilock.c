@@ -60,6 +60,14 @@ attempt_all(void *arg, Attempt *a)
 		e.args[2 + i] = rl_int64_arg(m->target[i]);
 		rl_mark_dirty(m->locks[i]);
 	}
+	if (rl_mode() == RL_MODE_REDLOCK)
+	{
+		rl_redlock_attempt_all(&e, m->n, m->locks, m->lease_ms, m->token,
+							   m->fresh, a);
+		for (int i = 0; i < m->n; i++)
+			m->fresh[i] |= m->was_lost[i];
+		return;
+	}
 	sent = GetCurrentTimestamp();
 	r = rl_run_acquisition(&e, &wait, m->n, m->locks);
 
@@ -358,12 +366,12 @@ rl_lock_acquire_all(const RLAcquireRequest *req, int n,
 	bool		taken = false;
 
 	rl_check_acquire(req);
-	if (rl_mode() == RL_MODE_REDLOCK)
+	if (rl_mode() == RL_MODE_REDLOCK && req->kind != RL_KIND_PLAIN)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("redis_lock_acquire_all() is not supported with Redlock"),
+				 errmsg("redis_lock_acquire_all() is not supported with Redlock for locks of the redisson layout"),
 				 errdetail("Several locks cannot be taken at once on independent masters, and taken one by one each would need its own majority and validity."),
-				 errhint("Take the locks one by one with redis_lock_acquire(), always in the same order.")));
+				 errhint("Take the locks one by one with redis_lock_acquire(), always in the same order, or use layout => 'plain', whose multi-locks take every name on each master at once (as node redlock does).")));
 	rl_settle(false);
 	rl_register_exit_callback();
 	if (req->scope == RL_SCOPE_XACT)

@@ -173,3 +173,108 @@ rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
 	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), RL_OP_ACQUIRE, ll->name);
 	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
 }
+
+/*
+ * One Redlock attempt of a multi-lock of the plain layout (what node redlock
+ * does for a lock of several resources): e, plain_acquire_all.lua, on every
+ * master at once, each taking all n keys or none; taken when a majority
+ * took them all within the validity and the fencing tokens of the fresh
+ * ones are committed, else given back on every master. token[i] and
+ * fresh[i] get each lock's.
+ */
+void
+rl_redlock_attempt_all(const RLEval *e, int n, LocalLock **locks,
+					   int64 lease_ms, int64 *token, bool *fresh, Attempt *out)
+{
+	int			nnodes = rl_redlock_size();
+	RLReply  ***per = palloc0(sizeof(RLReply **) * nnodes);
+	int64	   *pttls = palloc(sizeof(int64) * nnodes);
+	int		   *at_token = palloc0(sizeof(int) * n);
+	int		   *held_before = palloc0(sizeof(int) * n);
+	TimestampTz start = GetCurrentTimestamp();
+	int			granted = 0;
+	int			nrefused = 0;
+	int64		drift = lease_ms * rl_redlock_drift / 1000 + 2;
+	RLReply    *error = NULL;
+	bool		committed = true;
+
+	memset(token, 0, sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+		rl_mark_dirty(locks[i]);
+	if (!rl_run_majority(1, e, per))
+	{
+		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
+		rl_report(&rl_cmd_conn, ERROR);
+	}
+	for (int node = 0; node < nnodes; node++)
+	{
+		RLReply    *r;
+
+		if (per[node] == NULL)
+			continue;
+		r = per[node][0];
+		if (!is_acquire_reply(r) ||
+			(r->element[0]->integer == 1 && r->elements != 1 + 2 * (size_t) n))
+		{
+			error = error ? error : r;
+			continue;
+		}
+		if (r->element[0]->integer != 1)
+		{
+			pttls[nrefused++] = r->element[1]->integer;
+			continue;
+		}
+		granted++;
+		for (int i = 0; i < n; i++)
+		{
+			int64		t = r->element[1 + 2 * i]->integer;
+
+			if (t > token[i])
+				at_token[i] = 0;
+			if (t >= token[i])
+				at_token[i]++;
+			token[i] = Max(token[i], t);
+			held_before[i] += r->element[2 + 2 * i]->integer == 0 ? 1 : 0;
+		}
+	}
+
+	memset(out, 0, sizeof(*out));
+	out->sent = start;
+	if (granted >= rl_redlock_quorum())
+		for (int i = 0; i < n && committed; i++)
+		{
+			fresh[i] = held_before[i] < rl_redlock_quorum();
+			if (!fresh[i])
+				token[i] = locks[i]->token;
+			else if (at_token[i] < rl_redlock_quorum())
+				committed = commit_token(locks[i], token[i]);
+		}
+	if (granted >= rl_redlock_quorum() && committed &&
+		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
+	{
+		out->acquired = true;
+		out->masters = granted;
+		for (int i = 0; i < n; i++)
+			rl_set_flags(locks[i], false, false);
+		return;
+	}
+
+	/* not ours: give back what we got, on every master */
+	{
+		int32	   *keep = palloc(sizeof(int32) * n);
+		int64	   *before = palloc(sizeof(int64) * n);
+
+		for (int i = 0; i < n; i++)
+			keep[i] = total_holds(locks[i]);
+		if (rl_trim_in_redis(n, locks, keep, before, true))
+			for (int i = 0; i < n; i++)
+				rl_set_flags(locks[i], false, locks[i]->queued);
+	}
+	if (error != NULL && error->type == REDIS_REPLY_ERROR &&
+		granted + nrefused < rl_redlock_quorum())
+		rl_reply_error(error, RL_OP_ACQUIRE, locks[0]->name);
+	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), RL_OP_ACQUIRE,
+					locks[0]->name);
+	out->pttl = redlock_retry_ms(pttls, nrefused, nnodes - nrefused);
+}
+

@@ -753,6 +753,34 @@ $node->stop;
 	is(join(',', map { scalar $_->cli('GET', 'rl:q') } $rl->nodes), ',someone-else,',
 		'redlock: ours deleted, the foreign value survives the release');
 	$rl->node(1)->cli('DEL', 'rl:q');
+
+	# a plain multi-lock: every name on each master at once, a majority of
+	# masters holding them all (as node redlock locks several resources)
+	my $all = "ARRAY['rl:m1','rl:m2']";
+	my $keys = sub { join(';', map { my $n = $_; join(',', map { scalar $n->cli('GET', $_) } 'rl:m1', 'rl:m2') } $rl->nodes) };
+	is($x->query("SELECT redis_lock_acquire_all($all, '0', '1 min', 'plain')"), 't', 'redlock multi: X takes both');
+	is($keys->(), join(';', ("$ox,$ox") x 3), 'redlock multi: both keys ours on each master');
+	is($x->query("SELECT string_agg(masters, ',' ORDER BY name) FROM redis_locks WHERE name LIKE 'rl:m%'"), '3/3,3/3',
+		'redlock multi: 3/3 masters for each');
+	is($y->query("SELECT redis_lock_acquire_all(ARRAY['rl:m0','rl:m2'], '0', '1 min', 'plain')"), 'f',
+		'redlock multi: Y refused (rl:m2 held), ...');
+	is(join(',', map { $_->cli('EXISTS', 'rl:m0') } $rl->nodes), '0,0,0', '... and rl:m0 written nowhere');
+	is($x->query("SELECT redis_lock_release('rl:m1') AND redis_lock_release('rl:m2')"), 't', 'redlock multi: X releases both');
+	is($keys->(), ',;,;,', 'redlock multi: deleted on every master');
+	$rl->node(0)->cli('SET', 'rl:m2', 'someone-else', 'PX', 600_000);
+	is($y->query("SELECT redis_lock_acquire_all($all, '0', '1 min', 'plain')"), 't',
+		'redlock multi: 1 of 3 masters foreign on rl:m2: taken on the majority');
+	is($keys->(), ",someone-else;$oy,$oy;$oy,$oy", 'redlock multi: master 0 untouched (all or none there), ours on the others');
+	is($y->query("SELECT redis_lock_release_all()"), 2, 'redlock multi: Y releases');
+	$rl->node(1)->cli('SET', 'rl:m1', 'someone-else', 'PX', 600_000);
+	is($y->query("SELECT redis_lock_acquire_all($all, '0', '1 min', 'plain')"), 'f',
+		'redlock multi: a majority with a foreign key: refused');
+	is($keys->(), ",someone-else;someone-else,;,", 'redlock multi: the foreign values kept, nothing of ours left');
+	$rl->node(0)->cli('DEL', 'rl:m2');
+	$rl->node(1)->cli('DEL', 'rl:m1');
+	my (undef, $err, $state) = $y->try("SELECT redis_lock_acquire_all($all, '0', '1 min')");
+	is($state, '0A000', 'redlock multi: still refused for the redisson layout (0A000)');
+	like($err // '', qr/layout => 'plain'/, '... pointing to the plain layout');
 	no_crash_ok($rn, 'redlock');
 	$_->close for $x, $y;
 	$rn->stop;
