@@ -18,7 +18,9 @@
  *   client's release and every expiry;
  * - Spring Integration's "<registry>-channel:<name>" for names of the
  *   registries named in redislock.spring_registries.
- * On a Redis Cluster and with Redlock a waiter hears SQL releases only.
+ * With Redlock a waiter hears SQL releases only; on a Redis Cluster, SQL
+ * releases and the key's node's keyspace notifications (Spring's channel
+ * is not heard there).
  * Without keyspace notifications the wait also polls, with a jittered
  * back-off of at most RL_PLAIN_POLL_MAX_MS between tries, as redsync and
  * redis-py poll; a lease that ends is waited for to its end anyway. With
@@ -32,7 +34,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include "utils/timestamp.h"
 #include "utils/varlena.h"
 
 #include "conn.h"
@@ -45,7 +46,10 @@
 char	   *rl_spring_registries = NULL;
 int			rl_layout = RL_LAYOUT_REDISSON;
 
-/* How long a session trusts what it learnt of notify-keyspace-events. */
+/*
+ * The longest pause of a waiter that hears keyspace notifications: a few
+ * releases publish no event (a FLUSHDB, notifications turned off meanwhile).
+ */
 #define NOTIFY_RECHECK_MS 10000
 
 /* redislock's own fencing counter of a plain lock (SQL holders only) */
@@ -142,48 +146,35 @@ rl_check_spring_registries(char **newval, void **extra, GucSource source)
  * Whether the server of name has keyspace notifications on for deletions
  * and expiries: notify-keyspace-events with K, and g and x (or A, which
  * has both). CONFIG may be refused (an ACL, a managed service): then the
- * waiter polls. Asked at most every NOTIFY_RECHECK_MS per session.
+ * waiter polls. Asked at the start of each wait (one round trip among the
+ * several of a wait), so that a change of the setting or of the cluster
+ * node serving the name is seen at once.
  */
 static bool
 notifications_on(const char *name)
 {
-	static bool known = false;
-	static bool on = false;
-	static TimestampTz asked = 0;
-	static uint64 generation = 0;
 	RLCommand	cmd;
 	RLReply    *r;
 	const char *keys[1] = {name};
-	TimestampTz now = GetCurrentTimestamp();
+	const char *flags;
 
 	/*
-	 * A Redlock waiter listens on one master only; a cluster waiter's
-	 * channels must share the name's node and kind of pub/sub, which
-	 * keyspace notifications (unsharded, on the key's node) do not.
+	 * A Redlock waiter listens on one master only. On a cluster the
+	 * setting of the key's node counts: its notifications are its own.
 	 */
-	if (rl_mode() == RL_MODE_REDLOCK || rl_mode() == RL_MODE_CLUSTER)
+	if (rl_mode() == RL_MODE_REDLOCK)
 		return false;
-	if (known && generation == rl_settings_generation &&
-		now < TimestampTzPlusMilliseconds(asked, NOTIFY_RECHECK_MS))
-		return on;
 	memset(&cmd, 0, sizeof(cmd));
 	rl_set_arg(&cmd, "CONFIG", 6);
 	rl_set_arg(&cmd, "GET", 3);
 	rl_set_arg(&cmd, "notify-keyspace-events", 22);
-	on = false;
-	if (rl_run_cmds(1, &cmd, keys, &r) && r->type == REDIS_REPLY_ARRAY &&
-		r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING)
-	{
-		const char *flags = r->element[1]->str;
-		bool		all = strchr(flags, 'A') != NULL;
-
-		on = strchr(flags, 'K') != NULL &&
-			(all || (strchr(flags, 'g') != NULL && strchr(flags, 'x') != NULL));
-	}
-	known = true;
-	asked = now;
-	generation = rl_settings_generation;
-	return on;
+	if (!rl_run_cmds(1, &cmd, keys, &r) || r->type != REDIS_REPLY_ARRAY ||
+		r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING)
+		return false;
+	flags = r->element[1]->str;
+	return strchr(flags, 'K') != NULL &&
+		(strchr(flags, 'A') != NULL ||
+		 (strchr(flags, 'g') != NULL && strchr(flags, 'x') != NULL));
 }
 
 /*
@@ -202,6 +193,7 @@ rl_plain_wake_channels(const char *name, const char ***out, int *poll_ms)
 	channels[n++] = plain_channel_key(name);
 	if (notified)
 		channels[n++] = psprintf("__keyspace@%d__:%s", rl_keyspace_db(), name);
+	/* Spring's channels are not sharded: on a cluster, not heard here */
 	if (rl_mode() != RL_MODE_CLUSTER)
 		n += spring_channels(name, channels + n, RL_PLAIN_MAX_REGISTRIES);
 	*out = channels;

@@ -793,6 +793,53 @@ rl_same_slot(int n, const char *const *keys)
 }
 
 /*
+ * Where a channel is heard on a cluster: *key gets what routes it and
+ * *sharded whether it is a sharded subscription. Keyspace notifications
+ * ("__keyspace@<db>__:<key>") are published by the node of the key alone,
+ * never sharded; redislock's own channels follow redislock.cluster_pubsub.
+ */
+static void
+channel_route(const char *channel, const char **key, bool *sharded)
+{
+	const char *sep = strstr(channel, "__:");
+
+	*key = channel;
+	*sharded = strcmp(rl_publish_command(), "spublish") == 0;
+	if (strncmp(channel, "__keyspace@", 11) == 0 && sep != NULL)
+	{
+		*key = sep + 3;
+		*sharded = false;
+	}
+}
+
+/*
+ * How many of the n channels of a wait, from the first, one subscriber
+ * connection can hear: on a cluster those heard where the first is (its
+ * slot, its kind of subscription); the others are left to the listener.
+ */
+int
+rl_route_subscribable(int n, const char *const *channels)
+{
+	const char *key0;
+	bool		sharded0;
+	int			k = 1;
+
+	if (rl_mode() != RL_MODE_CLUSTER)
+		return n;
+	channel_route(channels[0], &key0, &sharded0);
+	for (; k < n; k++)
+	{
+		const char *key;
+		bool		sharded;
+
+		channel_route(channels[k], &key, &sharded);
+		if (sharded != sharded0 || key_slot(key) != key_slot(key0))
+			break;
+	}
+	return k;
+}
+
+/*
  * Subscribes rl_sub_conn to n channels, which must stay valid until it
  * unsubscribes. On a cluster the subscriber connects to the node serving
  * their slot (one slot for all): sharded subscriptions must, and a classic
@@ -801,10 +848,12 @@ rl_same_slot(int n, const char *const *keys)
 bool
 rl_route_subscribe(int n, const char *const *channels)
 {
-	const char *channel = channels[0];
+	const char *channel;
+	bool		sharded;
 	TimestampTz until = rl_command_deadline();
 
-	Assert(rl_mode() != RL_MODE_CLUSTER || rl_same_slot(n, channels));
+	Assert(rl_route_subscribable(n, channels) == n);
+	channel_route(channels[0], &channel, &sharded);
 	if (rl_mode() != RL_MODE_CLUSTER)
 	{
 		if (rl_sub_conn.pinned)
@@ -815,7 +864,6 @@ rl_route_subscribe(int n, const char *const *channels)
 	}
 	for (;;)
 	{
-		bool		sharded = strcmp(rl_publish_command(), "spublish") == 0;
 		int			node = slot_node(key_slot(channel));
 
 		if (node == -2)
@@ -858,9 +906,10 @@ bool
 rl_route_channel(const char *channel, RLNode *node, bool *sharded)
 {
 	int			n;
+	const char *key;
 
-	*sharded = strcmp(rl_publish_command(), "spublish") == 0;
-	n = slot_node(key_slot(channel));
+	channel_route(channel, &key, sharded);
+	n = slot_node(key_slot(key));
 	if (n < 0)
 	{
 		map_loaded = false;

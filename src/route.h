@@ -33,6 +33,7 @@ extern bool rl_run_cmds(int n, const RLCommand *cmds, const char *const *keys,
 						RLReply **replies);
 extern bool rl_run_then(const RLEval *e, const RLCommand *then,
 						RLReply **replies);
+extern int	rl_route_subscribable(int n, const char *const *channels);
 extern bool rl_route_subscribe(int n, const char *const *channels);
 extern bool rl_same_slot(int n, const char *const *keys);
 extern bool rl_route_channel(const char *channel, RLNode *node, bool *sharded);

@@ -152,7 +152,8 @@ ensure_subscribed(const RLWait *w, TimestampTz until, Hearing *h, bool *again)
 		h->deaf = !rl_redlock_subscribe(w->channels[0]);
 	else if (!rl_sub_conn.subscribed)
 	{
-		if (!rl_route_subscribe(w->nchannels, w->channels))
+		if (!rl_route_subscribe(rl_route_subscribable(w->nchannels, w->channels),
+								w->channels))
 			rl_report(&rl_sub_conn, ERROR);
 		*again = true;
 	}

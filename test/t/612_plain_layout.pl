@@ -838,6 +838,27 @@ $node->stop;
 	is($v, 't', 'cluster: Y gets pc:w after the DEL');
 	diag('wake latency, cluster DEL by redis-cli (polling): ' . int((time() - $t0) * 1000) . ' ms');
 	is($y->query("SELECT redis_lock_release('pc:w')"), 't', 'cluster: Y releases again');
+	# with keyspace notifications on the key's node: the waiter listens there
+	# (node-local, unsharded) and wakes on another client's DEL
+	$_->cli('CONFIG', 'SET', 'notify-keyspace-events', 'Kgx') for $cl->nodes;
+	my $ks = "__keyspace\@0__:pc:w";
+	for my $multi (0, 1)
+	{
+		my $what = $multi ? 'a multi-lock' : 'a lock';
+		$cl->cli_for_key('pc:w', 'SET', 'pc:w', 'someone-else', 'PX', 600_000);
+		$y->start($multi ? "SELECT redis_lock_acquire_all(ARRAY['pc:w'], '60 s', '1 min', 'plain')"
+			: "SELECT redis_lock_acquire('pc:w', '60 s', '1 min', layout => 'plain')");
+		waits_ok($y, "cluster notified: Y waits for a foreign pc:w ($what)");
+		until_ok("cluster notified: Y listens on $ks at the key's node ($what)", sub {
+			($cl->cli_for_key('pc:w', 'PUBSUB', 'NUMSUB', $ks))[1] >= 1 });
+		$t0 = time();
+		$cl->cli_for_key('pc:w', 'DEL', 'pc:w');
+		($v) = $y->finish($T);
+		is($v, 't', "cluster notified: Y gets pc:w after the DEL ($what)");
+		diag("wake latency, cluster DEL by redis-cli, notifications on ($what): " . int((time() - $t0) * 1000) . ' ms');
+		is($y->query("SELECT redis_lock_release('pc:w')"), 't', "cluster notified: Y releases ($what)");
+	}
+	$_->cli('CONFIG', 'SET', 'notify-keyspace-events', '') for $cl->nodes;
 	$y->close;
 	no_crash_ok($cn, 'cluster');
 	$x->close;
