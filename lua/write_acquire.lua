@@ -31,6 +31,12 @@ local function foreign(key)
     return false
 end
 
+-- a string here is a lock of the plain layout (plain_acquire.lua); an
+-- integer is a Redisson semaphore's or latch's count (Redis refuses it)
+if redis.call('type', KEYS[1])['ok'] == 'string' and
+   not string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then
+    return redis.error_reply('LAYOUT plain')
+end
 local owner = ARGV[2]
 local field = owner .. ':write'
 local mode = redis.call('hget', KEYS[1], 'mode')

@@ -336,14 +336,18 @@ for my $how ([ 'disconnect', sub { $_[0]->close; 1 } ], [ 'pg_terminate_backend'
 		is($state, '42809', "other layout: $sql: 42809");
 		like($err // '', qr/has the $has layout/, "other layout: $sql: names the $has layout");
 	}
-	# a plain key where the Redisson-only kinds are asked for: an error, no change
+	# a plain key where the Redisson-only kinds are asked for: an error naming
+	# the plain layout (never Redis's raw WRONGTYPE), no change
 	for my $sql ("SELECT redis_lock_acquire('r:str', '0', NULL, true)",
 		"SELECT redis_read_lock_acquire('r:str', '0')",
-		"SELECT redis_write_lock_acquire('r:str', '0')")
+		"SELECT redis_write_lock_acquire('r:str', '0')",
+		"BEGIN; SELECT redis_xact_write_lock_acquire('r:str', '0'); COMMIT")
 	{
 		my (undef, $err, $state) = $a->try($sql);
+		$a->try('ROLLBACK');
 		is($state, '42809', "plain key: $sql: 42809");
-		like($err // '', qr/a lock of the plain layout/, "plain key: $sql: the hint names the plain layout");
+		like($err // '', qr/has the plain layout/, "plain key: $sql: names the plain layout");
+		unlike($err // '', qr/WRONGTYPE/, "plain key: $sql: no raw WRONGTYPE");
 	}
 	is_deeply([ join(',', cli('HGETALL', 'r:hash')), value_of('r:str') ], \@before, 'other layout: both keys unchanged');
 	is(cli('EXISTS', 'r:free'), 0, 'other layout: nothing else written');
