@@ -17,6 +17,14 @@
 -- Returns {1, token, fresh}: taken; fresh = 1 when the owner did not hold it
 --         before (the fencing counter was incremented), token = the counter.
 --         {0, pttl}: held by another owner; pttl of the lock in ms.
+-- A plain lock's value is a token (see status.lua): printable, no spaces,
+-- at most 256 bytes, not an integer (a Redisson semaphore's or latch's
+-- count); any other string is some other application's.
+local function is_token(v)
+    return #v <= 256 and string.match(v, '^[%w%p]+$') ~= nil and
+        string.match(v, '^%-?%d+$') == nil
+end
+
 local owner = ARGV[2]
 local held = redis.pcall('hexists', KEYS[1], owner)
 if type(held) == 'table' then
@@ -25,7 +33,7 @@ if type(held) == 'table' then
     -- refusal names the script)
     if string.find(held['err'] or '', 'WRONGTYPE', 1, true) and
        redis.call('type', KEYS[1])['ok'] == 'string' and
-       not string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then
+       is_token(redis.call('get', KEYS[1])) then
         return redis.error_reply('LAYOUT plain')
     end
     redis.call('hexists', KEYS[1], owner)

@@ -12,6 +12,12 @@
 --         and nothing was changed; the error "LAYOUT plain" when a key is a
 --         string: a lock of the plain layout, unless it holds an integer (a
 --         Redisson semaphore's or latch's count: WRONGTYPE, see acquire.lua).
+-- a plain lock's value (see acquire.lua)
+local function is_token(v)
+    return #v <= 256 and string.match(v, '^[%w%p]+$') ~= nil and
+        string.match(v, '^%-?%d+$') == nil
+end
+
 local owner = ARGV[2]
 local n = #KEYS / 2
 for i = 1, n do
@@ -20,7 +26,7 @@ for i = 1, n do
     if type(held) == 'table' then
         if string.find(held['err'] or '', 'WRONGTYPE', 1, true) and
            redis.call('type', name)['ok'] == 'string' and
-           not string.match(redis.call('get', name), '^%-?%d+$') then
+           is_token(redis.call('get', name)) then
             return redis.error_reply('LAYOUT plain')
         end
         redis.call('hexists', name, owner)    -- raised as in acquire.lua

@@ -43,11 +43,15 @@
 -- and the empty-queue start read it, so a JVM whose clock is off from
 -- Redis's by d sees deadlines d early or late, as two JVMs off from each
 -- other by d do.
--- a string here is a lock of the plain layout (plain_acquire.lua); an
--- integer is a Redisson semaphore's or latch's count (Redis refuses it)
-if redis.call('type', KEYS[1])['ok'] == 'string' and
-   not string.match(redis.call('get', KEYS[1]), '^%-?%d+$') then
-    return redis.error_reply('LAYOUT plain')
+-- a string here holding a token is a lock of the plain layout (see
+-- acquire.lua); other strings (a Redisson semaphore's or latch's count,
+-- some application's data) Redis refuses below
+if redis.call('type', KEYS[1])['ok'] == 'string' then
+    local v = redis.call('get', KEYS[1])
+    if #v <= 256 and string.match(v, '^[%w%p]+$') and
+       not string.match(v, '^%-?%d+$') then
+        return redis.error_reply('LAYOUT plain')
+    end
 end
 local owner = ARGV[2]
 local wait = tonumber(ARGV[4])
