@@ -214,13 +214,16 @@ like($held_permit, qr/^[0-9a-f]{32}$/, 'setup holds the only permit of a:pes');
 # names of their own where it matters.
 my $W = "'300 ms'";    # three deadlock checks' worth
 my %CALLS = (
-	'redis_lock_acquire(text,interval,interval,boolean)' => [
+	'redis_lock_acquire(text,interval,interval,boolean,text)' => [
 		[ "SELECT redis_lock_acquire('a:held', $W)", 'f', 'f' ],
 		[ "SELECT redis_lock_acquire('a:fair', $W, NULL, true)", 'f', 'f' ],
-		[ "SELECT redis_lock_acquire('a:free:%u')", 't', 't' ] ],
-	'redis_xact_lock_acquire(text,interval,interval,boolean)' => [
+		[ "SELECT redis_lock_acquire('a:free:%u')", 't', 't' ],
+		[ "SELECT redis_lock_acquire('a:free:plain:%u', layout => 'plain')", 't', 't' ],
+		[ "SELECT redis_lock_acquire('a:held', $W, layout => 'plain')", 'ERROR 42809', 'ERROR 42809' ] ],
+	'redis_xact_lock_acquire(text,interval,interval,boolean,text)' => [
 		[ "SELECT redis_xact_lock_acquire('a:held', $W)", 'f', 'f' ],
-		[ "SELECT redis_xact_lock_acquire('a:free:%u')", 't', 't' ] ],
+		[ "SELECT redis_xact_lock_acquire('a:free:%u')", 't', 't' ],
+		[ "SELECT redis_xact_lock_acquire('a:free:xplain:%u', layout => 'plain')", 't', 't' ] ],
 	'redis_lock_release(text)' => [
 		[ "SELECT redis_lock_release('a:held')", 'f', 'f' ] ],
 	'redis_read_lock_acquire(text,interval,interval)' => [
@@ -237,9 +240,10 @@ my %CALLS = (
 		[ "SELECT redis_read_lock_release('a:rw')", 'f', 'f' ] ],
 	'redis_write_lock_release(text)' => [
 		[ "SELECT redis_write_lock_release('a:rw')", 'f', 'f' ] ],
-	'redis_lock_acquire_all(text[],interval,interval)' => [
-		[ "SELECT redis_lock_acquire_all(ARRAY['a:free:m:%u', 'a:held'], $W)", 'f', 'f' ] ],
-	'redis_xact_lock_acquire_all(text[],interval,interval)' => [
+	'redis_lock_acquire_all(text[],interval,interval,text)' => [
+		[ "SELECT redis_lock_acquire_all(ARRAY['a:free:m:%u', 'a:held'], $W)", 'f', 'f' ],
+		[ "SELECT redis_lock_acquire_all(ARRAY['a:free:pm:%u', 'a:held'], $W, NULL, 'plain')", 'ERROR 42809', 'ERROR 42809' ] ],
+	'redis_xact_lock_acquire_all(text[],interval,interval,text)' => [
 		[ "SELECT redis_xact_lock_acquire_all(ARRAY['a:free:m:%u', 'a:held'], $W)", 'f', 'f' ] ],
 	'redis_semaphore_try_set_permits(text,integer)' => [
 		[ "SELECT redis_semaphore_try_set_permits('a:sem', 5)", 'f', 'f' ] ],
