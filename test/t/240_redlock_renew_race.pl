@@ -6,6 +6,9 @@
 # gets the hold back while the lock is held, and a restore under way while
 # the session releases does not bring the lock back either (the release
 # leaves a mark the restore checks).
+# The worker gives up a round trip at the first lease of its batch to run
+# out (plus LAPSE_SLACK_MS, worker.c): a 30 s lease, renewed after 10 s,
+# leaves 20 s for the steps taken while a renewal is held back.
 use strict;
 use warnings;
 use FindBin;
@@ -24,7 +27,7 @@ my $node = RedisLockTest::node('redlock_renew_race', undef,
 	'redislock.command_timeout' => '20s');
 
 my $a = RedisLockTest::Session->new($node);
-$a->query("SET redislock.watchdog_timeout = '3s'");
+$a->query("SET redislock.watchdog_timeout = '30s'");
 
 sub evalsha_calls
 {
@@ -46,12 +49,12 @@ sub let_go
 	}, 30);
 }
 
-is($a->query("SELECT redis_lock_acquire('rr:1')"), 't', 'A holds rr:1 (watchdog, 3 s lease) on the masters');
+is($a->query("SELECT redis_lock_acquire('rr:1')"), 't', 'A holds rr:1 (watchdog, 30 s lease) on the masters');
 is($rl->holders('rr:1'), 3, 'on all 3');
 my $t1 = $a->query("SELECT redis_lock_fencing_token('rr:1')");
 
 $proxy->cmd('stall up');
-ok($proxy->wait_held('up', 3, 30), "the worker's renewal is on its way to the 3 masters (held in the proxy)");
+ok($proxy->wait_held('up', 3, 60), "the worker's renewal is on its way to the 3 masters (held in the proxy)");
 $proxy->cmd('pin up');    # the worker's connections alone
 is($a->query("SELECT redis_lock_release('rr:1')"), 't', 'A releases rr:1 meanwhile');
 is($rl->holders('rr:1'), 0, 'no master has it');
@@ -67,7 +70,7 @@ $proxy->cmd('stall up');
 $rl->restart_empty(2);
 is($rl->holders('rr:1'), 2, 'master 2 restarted empty: 2 of 3 have the hold');
 $proxy->cmd('go up');
-until_ok('the watchdog puts the hold back on master 2', sub { $rl->holders('rr:1') == 3 }, 30);
+until_ok('the watchdog puts the hold back on master 2', sub { $rl->holders('rr:1') == 3 }, 60);
 is($a->query("SELECT state FROM redis_locks WHERE name = 'rr:1'"), 'held', 'and the lock is held, not lost');
 is($a->query("SELECT redis_lock_release('rr:1')"), 't', 'A releases');
 is($rl->holders('rr:1'), 0, 'released everywhere');
@@ -76,7 +79,7 @@ is($rl->holders('rr:1'), 0, 'released everywhere');
 is($a->query("SELECT redis_lock_acquire('rr:2')"), 't', 'A holds rr:2');
 $proxy->cmd('stall up');
 $rl->restart_empty(2);
-ok($proxy->wait_held('up', 3, 30), "the worker's renewal of rr:2 is held back");
+ok($proxy->wait_held('up', 3, 60), "the worker's renewal of rr:2 is held back");
 $proxy->cmd('step up ' . $proxy->held->{up});
 ok($proxy->wait_held('up', 3, 30), 'let through, it finds master 2 without the hold: the restore it sends is held back');
 $proxy->cmd('pin up');

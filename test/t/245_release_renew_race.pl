@@ -24,7 +24,9 @@ my $redis = RedisLockTest::Redis->new;
 my $wp = DelayProxy->spawn(0, $redis->port);
 my $node = RedisLockTest::node('release_renew_race', undef,
 	'redislock.url' => 'redis://127.0.0.1:' . $wp->port($redis->port),
-	'redislock.watchdog_timeout' => '6s',    # renewed every 2 s; outlives the test's steps
+	# renewed every 10 s; the worker gives up a round trip once the lease
+	# runs out (LAPSE_SLACK_MS, worker.c), so it outlives the test's steps
+	'redislock.watchdog_timeout' => '30s',
 	'redislock.command_timeout' => '30s');
 my $a = RedisLockTest::Session->new($node);
 my $b = RedisLockTest::Session->new($node);
@@ -35,15 +37,15 @@ my $owner_a = $a->query('SELECT redis_lock_owner_id()');
 # EVALSHA would get NOSCRIPT (held back too) and run only after the stall.
 is($a->query("SELECT redis_lock_acquire('rr:warm') AND redis_lock_release('rr:warm')"), 't',
 	'A has taken and released a lock (the release script is in Redis)');
-is($a->query("SELECT redis_lock_acquire('rr:a')"), 't', 'A holds rr:a (watchdog, 6 s lease)');
+is($a->query("SELECT redis_lock_acquire('rr:a')"), 't', 'A holds rr:a (watchdog, 30 s lease)');
 is($redis->cli('HEXISTS', 'rr:a', $owner_a), 1, '... in Redis');
 my $ra = $obs->query("SELECT renewed_at FROM redis_locks WHERE name = 'rr:a'");
 until_ok('the worker has renewed rr:a once (it is connected)', sub {
-	$obs->query("SELECT renewed_at FROM redis_locks WHERE name = 'rr:a'") ne $ra }, 30);
+	$obs->query("SELECT renewed_at FROM redis_locks WHERE name = 'rr:a'") ne $ra }, 60);
 my $lost0 = lock_stats($obs)->{lost_locks};
 
 $wp->cmd('stall up');
-ok($wp->wait_held('up', 1, 30), "the worker's renewal of rr:a is held back");
+ok($wp->wait_held('up', 1, 60), "the worker's renewal of rr:a is held back");
 $wp->cmd('pin up');    # only the worker's
 $wp->cmd('stall down');
 $a->start("SELECT redis_lock_release('rr:a')");
@@ -58,7 +60,7 @@ $wp->cmd('go up');
 is($b->query("SELECT redis_lock_acquire('rr:b')"), 't', 'B takes rr:b (watchdog)');
 my $r0 = $obs->query("SELECT renewed_at FROM redis_locks WHERE name = 'rr:b'");
 until_ok('the worker has renewed rr:b since, so it has seen the renewal of rr:a answered', sub {
-	$obs->query("SELECT renewed_at FROM redis_locks WHERE name = 'rr:b'") ne $r0 }, 30);
+	$obs->query("SELECT renewed_at FROM redis_locks WHERE name = 'rr:b'") ne $r0 }, 60);
 
 isnt($obs->query("SELECT state FROM redis_locks WHERE name = 'rr:a'") // 'gone', 'lost',
 	'redis_locks does not show rr:a lost while its release is answered');
