@@ -83,114 +83,26 @@ redlock_retry_ms(int64 *pttls, int nrefused, int nfree)
 }
 
 /*
- * One Redlock acquisition attempt: the acquisition script of the lock's
- * layout (acquire.lua, plain_acquire.lua) on every master at once.
- * Taken when a majority granted it within its validity (lease minus the
- * time it took minus clock drift) and the fencing token was committed;
- * otherwise given back on every master.
+ * One Redlock attempt of n locks: e, an acquisition script of n names
+ * ({1, token 1, fresh 1, ...} or {0, pttl[, i]}: name i is another's; the
+ * script of one name refuses with {0, pttl}, which names that one), on
+ * every master at once. Taken when a majority granted it within its
+ * validity (lease minus the time it took minus clock drift) and the fencing
+ * tokens of the fresh locks are committed; else given back on every
+ * master. Once taken, token[i] and fresh[i] are each lock's; refused[i]
+ * says whether no majority can have our hold of lock i any more: more than
+ * a minority named it another's.
  */
-void
-rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
-{
-	RLEval		e;
-	int			nnodes = rl_redlock_size();
-	RLReply  ***per = palloc0(sizeof(RLReply **) * nnodes);
-	int64	   *pttls = palloc(sizeof(int64) * nnodes);
-	TimestampTz start = GetCurrentTimestamp();
-	int			granted = 0;
-	int			at_token = 0;
-	int			held_before = 0;
-	int			nrefused = 0;
-	int			nfree = 0;
-	int64		token = 0;
-	int64		drift = lease_ms * rl_redlock_drift / 1000 + 2;
-	RLReply    *error = NULL;
-
-	/* the acquisition of either layout, taking our release mark away */
-	memset(&e, 0, sizeof(e));
-	rl_primitive(ll->kind)->acquire(&e, ll, lease_ms, target, false, false);
-	e.keys[e.nkeys++] = rl_released_key(ll->name, rl_owner_id());
-
-	rl_mark_dirty(ll);
-	if (!rl_run_majority(1, &e, per))
-	{
-		rl_stat_add(RL_STAT_REDIS_ERRORS, 1);
-		rl_report(&rl_cmd_conn, ERROR);
-	}
-	for (int node = 0; node < nnodes; node++)
-	{
-		RLReply    *r;
-
-		if (per[node] == NULL)
-			continue;
-		r = per[node][0];
-		if (!is_acquire_reply(r))
-		{
-			error = error ? error : r;
-			continue;
-		}
-		if (r->element[0]->integer == 1)
-		{
-			granted++;
-			if (r->element[1]->integer > token)
-				at_token = 0;
-			if (r->element[1]->integer >= token)
-				at_token++;
-			token = Max(token, r->element[1]->integer);
-			held_before += (r->elements > 2 && r->element[2]->integer == 0) ? 1 : 0;
-		}
-		else
-			pttls[nrefused++] = r->element[1]->integer;
-	}
-	nfree = nnodes - nrefused;
-
-	memset(out, 0, sizeof(*out));
-	out->sent = start;
-	/* no majority can have our hold when more than a minority refused */
-	out->refused = nrefused > nnodes - rl_redlock_quorum();
-	out->fresh = held_before < rl_redlock_quorum();
-	if (granted >= rl_redlock_quorum() &&
-		(!out->fresh || at_token >= rl_redlock_quorum() || commit_token(ll, token)) &&
-		(GetCurrentTimestamp() - start) / 1000 + drift < lease_ms)
-	{
-		out->acquired = true;
-		out->masters = granted;
-		out->token = out->fresh ? token : ll->token;
-		rl_set_flags(ll, false, false);
-		return;
-	}
-
-	/* not ours: give back what we got, on every master */
-	{
-		int32		keep = total_holds(ll);
-		int64		before;
-
-		if (rl_trim_in_redis(1, &ll, &keep, &before, true))
-			rl_set_flags(ll, false, ll->queued);
-	}
-	if (error != NULL && error->type == REDIS_REPLY_ERROR && granted + nrefused < rl_redlock_quorum())
-		rl_reply_error(error, RL_OP_ACQUIRE, ll->name);
-	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), RL_OP_ACQUIRE, ll->name);
-	out->pttl = redlock_retry_ms(pttls, nrefused, nfree);
-}
-
-/*
- * One Redlock attempt of a multi-lock of the plain layout (what node redlock
- * does for a lock of several resources): e, plain_acquire_all.lua, on every
- * master at once, each taking all n keys or none; taken when a majority
- * took them all within the validity and the fencing tokens of the fresh
- * ones are committed, else given back on every master. token[i] and
- * fresh[i] get each lock's.
- */
-void
-rl_redlock_attempt_all(const RLEval *e, int n, LocalLock **locks,
-					   int64 lease_ms, int64 *token, bool *fresh, Attempt *out)
+static void
+redlock_attempt_n(const RLEval *e, int n, LocalLock **locks, int64 lease_ms,
+				  int64 *token, bool *fresh, bool *refused, Attempt *out)
 {
 	int			nnodes = rl_redlock_size();
 	RLReply  ***per = palloc0(sizeof(RLReply **) * nnodes);
 	int64	   *pttls = palloc(sizeof(int64) * nnodes);
 	int		   *at_token = palloc0(sizeof(int) * n);
 	int		   *held_before = palloc0(sizeof(int) * n);
+	int		   *named = palloc0(sizeof(int) * n);
 	TimestampTz start = GetCurrentTimestamp();
 	int			granted = 0;
 	int			nrefused = 0;
@@ -199,6 +111,7 @@ rl_redlock_attempt_all(const RLEval *e, int n, LocalLock **locks,
 	bool		committed = true;
 
 	memset(token, 0, sizeof(int64) * n);
+	memset(fresh, 0, sizeof(bool) * n);
 	for (int i = 0; i < n; i++)
 		rl_mark_dirty(locks[i]);
 	if (!rl_run_majority(1, e, per))
@@ -221,7 +134,14 @@ rl_redlock_attempt_all(const RLEval *e, int n, LocalLock **locks,
 		}
 		if (r->element[0]->integer != 1)
 		{
+			/* a master names the first name it found another's: a floor */
+			int64		i = 1;
+
+			if (n > 1)
+				i = r->elements > 2 ? r->element[2]->integer : 0;
 			pttls[nrefused++] = r->element[1]->integer;
+			if (i >= 1 && i <= n)
+				named[i - 1]++;
 			continue;
 		}
 		granted++;
@@ -240,6 +160,8 @@ rl_redlock_attempt_all(const RLEval *e, int n, LocalLock **locks,
 
 	memset(out, 0, sizeof(*out));
 	out->sent = start;
+	for (int i = 0; i < n; i++)
+		refused[i] = named[i] > nnodes - rl_redlock_quorum();
 	if (granted >= rl_redlock_quorum())
 		for (int i = 0; i < n && committed; i++)
 		{
@@ -276,5 +198,46 @@ rl_redlock_attempt_all(const RLEval *e, int n, LocalLock **locks,
 	rl_expect_reply(granted + nrefused >= rl_redlock_quorum(), RL_OP_ACQUIRE,
 					locks[0]->name);
 	out->pttl = redlock_retry_ms(pttls, nrefused, nnodes - nrefused);
+}
+
+/*
+ * One Redlock acquisition attempt of one lock: the acquisition script of
+ * its layout (acquire.lua, plain_acquire.lua), taking our release mark
+ * away, by redlock_attempt_n.
+ */
+void
+rl_redlock_attempt(LocalLock *ll, int64 lease_ms, int32 target, Attempt *out)
+{
+	RLEval		e;
+	int64		token;
+	bool		fresh = false;
+	bool		refused;
+
+	memset(&e, 0, sizeof(e));
+	rl_primitive(ll->kind)->acquire(&e, ll, lease_ms, target, false, false);
+	e.keys[e.nkeys++] = rl_released_key(ll->name, rl_owner_id());
+	redlock_attempt_n(&e, 1, &ll, lease_ms, &token, &fresh, &refused, out);
+	out->refused = refused;
+	out->fresh = fresh;
+	if (out->acquired)
+		out->token = token;
+}
+
+/*
+ * One Redlock attempt of a multi-lock of the plain layout (what node redlock
+ * does for a lock of several resources): e, plain_acquire_all.lua, each
+ * master taking all n keys or none, by redlock_attempt_n. A name that no
+ * majority can hold for us any more is lost, as on a single server.
+ */
+void
+rl_redlock_attempt_all(const RLEval *e, int n, LocalLock **locks,
+					   int64 lease_ms, int64 *token, bool *fresh, Attempt *out)
+{
+	bool	   *refused = palloc(sizeof(bool) * n);
+
+	redlock_attempt_n(e, n, locks, lease_ms, token, fresh, refused, out);
+	for (int i = 0; i < n; i++)
+		if (refused[i])
+			rl_lost_by_answer(locks[i]);
 }
 
