@@ -36,6 +36,7 @@ OBJS = \
 	src/redlock.o \
 	src/registry.o \
 	src/registry_waits.o \
+	src/release.o \
 	src/master_switch.o \
 	src/report.o \
 	src/resolve.o \

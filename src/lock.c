@@ -1,9 +1,9 @@
 /*
  * lock.c
- *	  Acquire and release for one session: the exclusive lock's scripts, the
- *	  steps every primitive shares (attempt, wait, record). The table of
- *	  holds is in holds.c, trims and settling in settle.c, waiting in
- *	  wait.c, transaction scopes and the session's end in xact.c.
+ *	  Acquire for one session: the exclusive lock's scripts, the steps every
+ *	  primitive shares (attempt, wait, record). Releases are in release.c,
+ *	  the table of holds in holds.c, trims and settling in settle.c, waiting
+ *	  in wait.c, transaction scopes and the session's end in xact.c.
  *
  * Redis holds the truth (hash field = our owner id, value = hold count); the
  * local table mirrors it. Every script takes the hold count we want Redis to
@@ -19,10 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "miscadmin.h"
-#include "storage/proc.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -94,16 +91,17 @@ lock_release_eval(RLEval *e, const char *name, const char *owner,
 }
 
 /*
- * Fills e with a call of renew.lua: the watchdog's renewal of one hold.
- * With restore (Redlock), a master that lost the hold while the lock is
- * free there gets it back with holds.
+ * Fills e with a watchdog's renewal of one hold by script (renew.lua or
+ * plain_renew.lua, which take the same keys and arguments). With restore
+ * (Redlock), a master that lost the hold while the lock is free there gets
+ * it back with holds.
  */
-static void
-lock_renew_eval(RLEval *e, const char *name, const char *owner,
-				int64 lease_ms, int32 holds, bool restore)
+void
+rl_owner_renew_eval(RLEval *e, const RedisScript *script, const char *name,
+					const char *owner, int64 lease_ms, int32 holds, bool restore)
 {
 	memset(e, 0, sizeof(*e));
-	e->script = &rl_script_renew;
+	e->script = script;
 	e->nkeys = 1;
 	e->keys[0] = name;
 	e->nargs = 2;
@@ -116,6 +114,15 @@ lock_renew_eval(RLEval *e, const char *name, const char *owner,
 		e->nargs = 3;
 		e->args[2] = rl_int64_arg(Max(holds, 1));
 	}
+}
+
+/* The exclusive lock's renewal: renew.lua. */
+static void
+lock_renew_eval(RLEval *e, const char *name, const char *owner,
+				int64 lease_ms, int32 holds, bool restore)
+{
+	rl_owner_renew_eval(e, &rl_script_renew, name, owner, lease_ms, holds,
+						restore);
 }
 
 /*
@@ -329,13 +336,6 @@ attempt(LocalLock *ll, int64 lease_ms, int32 target,
 }
 
 /*
- * Whether the call under way is a release: one that finds a hold lost
- * warns, and leaves redislock.on_lock_lost to act on work done under a
- * lock, not on giving it back.
- */
-static bool releasing_call = false;
-
-/*
  * Redis answered that the hold of ll this session counts is gone (it
  * refused a re-entry: another owner has the lock; or a trim found no hold
  * of ours), however long its lease seemed to have left: it is lost now, as
@@ -361,7 +361,7 @@ rl_lost_by_answer(LocalLock *ll)
 			(errmsg("%s \"%s\" held by this session was lost", prim->noun, ll->name),
 			 errdetail("Redis no longer has this session's hold: the lease ran out, it was force-released, or Redis lost its data.")));
 	/* a release has nothing to stop: it says the hold was no longer there */
-	if (releasing_call)
+	if (rl_releasing_call)
 		return;
 	done = rl_onlost_act_self(prim->noun, ll->name);
 	if (done == RL_ON_LOST_CANCEL)
@@ -568,8 +568,8 @@ rl_take_hold(LocalLock *ll, const RLAcquireRequest *req, int32 target,
  * the last release gives back. A fixed lease goes to Redis, as in Redisson
  * each acquisition and release sets the lease again.
  */
-static bool
-held_quietly(const LocalLock *ll)
+bool
+rl_held_quietly(const LocalLock *ll)
 {
 	return rl_kind_exclusive(ll->kind) && ll->watchdog && ll->session_holds > 0 &&
 		!ll->dirty && !ll->queued && !ll->releasing && !ll->unsettled &&
@@ -584,7 +584,7 @@ take(LocalLock *ll, const RLAcquireRequest *req)
 	int64		lease_ms = req->lease_ms > 0 ? req->lease_ms : rl_watchdog_timeout;
 	int32		target = total_holds(ll) + req->count;
 
-	if (req->scope == RL_SCOPE_SESSION && req->lease_ms == 0 && held_quietly(ll))
+	if (req->scope == RL_SCOPE_SESSION && req->lease_ms == 0 && rl_held_quietly(ll))
 	{
 		ll->session_holds += req->count;
 		rl_publish(ll, false, 0);
@@ -740,249 +740,6 @@ rl_lock_acquire(const RLAcquireRequest *req)
 	if (!taken)
 		rl_forget_if_unused(ll);
 	return taken;
-}
-
-bool
-rl_lock_release(const char *name, RLKind kind)
-{
-	return rl_lock_release_n(name, kind, NULL, 1);
-}
-
-/*
- * Gives back n session-scope holds of one kind (a semaphore's permits; one
- * for everything else). Returns false, with a WARNING, when the session
- * does not have them or Redis no longer had them.
- */
-static bool release_n(const char *name, RLKind kind, const char *id, int32 n);
-static int	release_all(void);
-
-bool
-rl_lock_release_n(const char *name, RLKind kind, const char *id, int32 n)
-{
-	volatile bool done = false;
-
-	releasing_call = true;
-	PG_TRY();
-	{
-		done = release_n(name, kind, id, n);
-	}
-	PG_CATCH();
-	{
-		releasing_call = false;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	releasing_call = false;
-	return done;
-}
-
-int
-rl_lock_release_all(void)
-{
-	volatile int released = 0;
-
-	releasing_call = true;
-	PG_TRY();
-	{
-		released = release_all();
-	}
-	PG_CATCH();
-	{
-		releasing_call = false;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	releasing_call = false;
-	return released;
-}
-
-static bool
-release_n(const char *name, RLKind kind, const char *id, int32 n)
-{
-	LocalLock  *ll = rl_local_find_id(name, kind, id);
-	int32		keep;
-	int64		before;
-	bool		again;
-	bool		delayed;
-
-	/* redis_lock_release() gives back an exclusive lock of either layout */
-	if (kind == RL_KIND_LOCK && (ll == NULL || total_holds(ll) == 0) &&
-		rl_local_find(name, RL_KIND_PLAIN) != NULL)
-	{
-		kind = RL_KIND_PLAIN;
-		ll = rl_local_find(name, kind);
-	}
-
-	if (ll != NULL && ll->session_holds > 0 && ll->session_holds < n)
-	{
-		ereport(WARNING,
-				(errmsg("this session holds only %d of the %d permits of %s \"%s\" it gives back",
-						ll->session_holds, n, rl_primitive(kind)->noun, name),
-				 errdetail("Nothing was given back.")));
-		return false;
-	}
-	if (ll == NULL || ll->session_holds == 0)
-	{
-		if (ll != NULL && ll->xact_holds > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("%s \"%s\" is held at transaction scope",
-							rl_primitive(kind)->noun, name),
-					 errhint("Transaction-scope locks are released at COMMIT or ROLLBACK.")));
-		if (id != NULL)
-			ereport(WARNING,
-					(errmsg("this session holds no such permit of Redis semaphore \"%s\"",
-							name),
-					 errdetail("The permit id is %s.", id)));
-		else
-			ereport(WARNING,
-					(errmsg("you don't own %s \"%s\"", rl_primitive(kind)->noun, name)));
-		return false;
-	}
-	rl_settle(false);
-	keep = total_holds(ll) - n;
-	if (keep > 0 && keep >= ll->redis_holds && held_quietly(ll))
-	{
-		ll->session_holds -= n;
-		Assert(ll->session_holds >= 0);
-		rl_stat_add(RL_STAT_RELEASES, 1);
-		rl_publish(ll, false, 0);
-		return true;
-	}
-
-	/*
-	 * Until the reply is in, Redis may or may not have applied the release.
-	 * If it never comes, the caller gets an ERROR and may well repeat the
-	 * call: finding the hold gone then means the first call released it.
-	 */
-	again = ll->releasing;
-	rl_mark_dirty(ll);
-	ll->releasing = true;
-	delayed = !rl_trim_in_redis(1, &ll, &keep, &before, false);
-	if (delayed && !rl_release_delayed(1, &ll))
-		rl_report(&rl_cmd_conn, ERROR);
-	if (!delayed)
-		rl_set_flags(ll, false, ll->queued);
-	ll->releasing = false;
-	if (!delayed && before == 0 && !again)
-	{
-		ll->session_holds = 0;
-		rl_forget_if_unused(ll);
-		ereport(WARNING,
-				(errmsg("%s \"%s\" was no longer held", rl_primitive(kind)->noun, name),
-				 errdetail("Its lease ran out or it was force-released.")));
-		return false;
-	}
-	ll->session_holds -= n;
-	Assert(ll->session_holds >= 0);
-	rl_stat_add(RL_STAT_RELEASES, 1);
-	rl_publish_or_forget(ll);
-	/* once the slot shows what remains: the worker trims Redis to that */
-	if (delayed)
-		rl_hand_unsettled_to_worker();
-	return true;
-}
-
-static int
-release_all(void)
-{
-	HASH_SEQ_STATUS seq;
-	LocalLock  *ll;
-	LocalLock **locks;
-	int32	   *keep;
-	int64	   *before;
-	int			n = 0;
-	int			released = 0;
-	bool		delayed;
-
-	rl_settle(false);
-	if (hash_get_num_entries(rl_local_locks) == 0)
-		return 0;
-	locks = palloc(sizeof(LocalLock *) * hash_get_num_entries(rl_local_locks));
-	keep = palloc(sizeof(int32) * hash_get_num_entries(rl_local_locks));
-	before = palloc(sizeof(int64) * hash_get_num_entries(rl_local_locks));
-	hash_seq_init(&seq, rl_local_locks);
-	while ((ll = hash_seq_search(&seq)) != NULL)
-	{
-		if (ll->session_holds == 0)
-			continue;
-		keep[n] = ll->xact_holds;
-		locks[n++] = ll;
-		rl_mark_dirty(ll);			/* until the reply is in */
-	}
-	delayed = n > 0 && !rl_trim_in_redis(n, locks, keep, before, false);
-	if (delayed && !rl_release_delayed(n, locks))
-		rl_report(&rl_cmd_conn, ERROR);
-	for (int i = 0; i < n; i++)
-	{
-		if (delayed)
-			before[i] = 1;		/* given back, if later */
-		else
-			rl_set_flags(locks[i], false, locks[i]->queued);
-		if (before[i] > 0)
-		{
-			released++;
-			rl_stat_add(RL_STAT_RELEASES, 1);
-		}
-		else
-			ereport(WARNING,
-					(errmsg("%s \"%s\" was no longer held",
-							rl_primitive(locks[i]->kind)->noun, locks[i]->name),
-					 errdetail("Its lease ran out or it was force-released.")));
-		locks[i]->session_holds = 0;
-		rl_publish_or_forget(locks[i]);
-	}
-	if (delayed)
-		rl_hand_unsettled_to_worker();
-	return released;
-}
-
-bool
-rl_lock_force_release(const char *name)
-{
-	RLEval		e;
-	RLReply    *r;
-
-	rl_settle(false);
-	memset(&e, 0, sizeof(e));
-	e.script = &rl_script_force_release;
-	e.nkeys = 5;
-	e.keys[0] = name;
-	e.keys[1] = channel_key(name);
-	e.keys[2] = queue_key(name);
-	e.keys[3] = rwlock_channel_key(name);
-	e.keys[4] = timeouts_key(name);
-	e.args[0] = rl_publish_command();
-	e.args[1] = "0";
-	e.nargs = 2;
-	if (rl_layout == RL_LAYOUT_PLAIN)
-	{
-		/* a string at name is a plain lock: delete it and announce it */
-		e.nkeys = 6;
-		e.keys[5] = rl_plain_channel(name);
-		e.args[1] = "1";
-		e.nargs += rl_plain_peer_channels(name, e.args + 2,
-										  RL_EVAL_MAX_ARGS - 2);
-	}
-	if (rl_mode() == RL_MODE_REDLOCK)
-	{
-		RLReply  ***per = palloc0(sizeof(RLReply **) * rl_redlock_size());
-		bool		deleted = false;
-
-		if (!rl_run_majority(1, &e, per))
-			rl_report(&rl_cmd_conn, ERROR);
-		for (int node = 0; node < rl_redlock_size(); node++)
-			if (per[node] != NULL)
-			{
-				if (per[node][0]->type == REDIS_REPLY_ERROR)
-					rl_reply_error(per[node][0], RL_OP_FORCE_RELEASE, name);
-				deleted |= is_int(per[node][0]) && per[node][0]->integer == 1;
-			}
-		return deleted;
-	}
-	r = rl_eval_one(&e, RL_OP_FORCE_RELEASE, name, NULL);
-	rl_expect_reply(is_int(r), RL_OP_FORCE_RELEASE, name);
-	return r->integer == 1;
 }
 
 bool

@@ -234,6 +234,11 @@ extern RLReply *rl_run_acquisition(const RLEval *e, RLReply **wait,
 pg_noreturn extern void rl_replicas_unconfirmed(const RLReply *r, const char *name,
 												bool given_back);
 extern void rl_lost_by_answer(LocalLock *ll);
+extern bool rl_held_quietly(const LocalLock *ll);
+extern bool rl_releasing_call;
+extern void rl_owner_renew_eval(RLEval *e, const RedisScript *script,
+								const char *name, const char *owner,
+								int64 lease_ms, int32 holds, bool restore);
 extern bool rl_take_hold(LocalLock *ll, const RLAcquireRequest *req,
 						 int32 target, Attempt *a);
 extern void rl_record_hold(LocalLock *ll, const RLAcquireRequest *req,

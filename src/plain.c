@@ -244,24 +244,13 @@ plain_release_eval(RLEval *e, const char *name, const char *owner,
 					spring_channels(name, e->args + 4, RL_PLAIN_MAX_REGISTRIES) : 0);
 }
 
+/* The renewal of a plain lock: plain_renew.lua. */
 static void
 plain_renew_eval(RLEval *e, const char *name, const char *owner,
 				 int64 lease_ms, int32 holds, bool restore)
 {
-	memset(e, 0, sizeof(*e));
-	e->script = &rl_script_plain_renew;
-	e->nkeys = 1;
-	e->keys[0] = name;
-	e->nargs = 2;
-	e->args[0] = rl_int64_arg(lease_ms);
-	e->args[1] = owner;
-	if (restore)
-	{
-		e->nkeys = 2;
-		e->keys[1] = rl_released_key(name, owner);
-		e->nargs = 3;
-		e->args[2] = "1";
-	}
+	rl_owner_renew_eval(e, &rl_script_plain_renew, name, owner, lease_ms,
+						holds, restore);
 }
 
 static char *
