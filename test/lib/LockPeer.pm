@@ -104,21 +104,17 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
-use Digest::SHA ();
 use File::Basename qw(dirname);
 use File::Spec;
-use IO::Handle;
-use IO::Select;
-use IPC::Open3 ();
-use POSIX ();
-use Time::HiRes qw(time);
+use RedisLockTest::Driver;
+
+our @ISA = ('RedisLockTest::Driver');
 
 our @CLIENTS = qw(redsync redlock redispy shedlock spring);
 our %REDLOCK = (redsync => 1, redlock => 1);
 my %JAVA = (shedlock => 1, spring => 1);
 
 my $SRC = File::Spec->rel2abs(dirname(__FILE__) . '/../peers');
-my $seq = 0;
 
 sub cache_dir
 {
@@ -133,35 +129,13 @@ sub _how
 	  . (defined $ENV{REDISLOCK_PEERS_CACHE} ? " (REDISLOCK_PEERS_CACHE=$ENV{REDISLOCK_PEERS_CACHE})" : '');
 }
 
-# build.sh's stamp: the sha256 of every file's path (relative to the
-# client's directory) and text, in byte order of the paths.
+# build.sh's stamp: every file of the client's directory but installed
+# packages and caches.
 sub source_stamp
 {
 	my ($client) = @_;
-	my $root = "$SRC/$client";
-	my @files;
-	my @dirs = ($root);
-	while (my $d = shift @dirs)
-	{
-		opendir(my $dh, $d) or croak "LockPeer: $d: $!";
-		for my $e (readdir $dh)
-		{
-			next if $e =~ /^\.\.?$/;
-			my $p = "$d/$e";
-			if (-d $p) { push @dirs, $p unless $e eq 'node_modules' || $e eq '__pycache__'; }
-			elsif (-f $p) { push @files, substr($p, length($root) + 1); }
-		}
-		closedir $dh;
-	}
-	my $sha = Digest::SHA->new(256);
-	for my $f (sort @files)
-	{
-		open my $fh, '<:raw', "$root/$f" or croak "LockPeer: $root/$f: $!";
-		local $/;
-		my $text = <$fh>;
-		$sha->add("$f\n", $text);
-	}
-	return $sha->hexdigest;
+	return RedisLockTest::Driver::source_stamp("$SRC/$client", undef,
+		{ node_modules => 1, __pycache__ => 1 });
 }
 
 sub driver_dir
@@ -179,13 +153,9 @@ sub check_build
 	my $src = $JAVA{$client} ? 'java' : $client;
 	return "no test/peers/$src in this tree" unless -d "$SRC/$src";
 	return "no $client driver built in $dir (" . _how($client) . ')'
-	  unless -f "$dir/stamp" && (!$JAVA{$client} || -s "$dir/classpath");
-	open my $fh, '<', "$dir/stamp" or return "$dir/stamp: $!";
-	my $stamp = <$fh>;
-	chomp $stamp;
-	return "the $client driver in $dir is built from other sources (" . _how($client) . ')'
-	  unless $stamp eq source_stamp($src);
-	return undef;
+	  if $JAVA{$client} && !-s "$dir/classpath";
+	return RedisLockTest::Driver::stale_build($dir, source_stamp($src), "$client driver",
+		_how($client));
 }
 
 # The command line that starts $client's driver.
@@ -212,126 +182,35 @@ sub new
 	croak "LockPeer: $why" if $why;
 	my @urls = @{ $opt{urls} // croak 'LockPeer->new: urls' };
 	croak "LockPeer: $client takes one url" if @urls > 1 && !$REDLOCK{$client};
-	my @cmd = (_command($client), (map { "url=$_" } @urls), @{ $opt{options} // [] });
-
-	my $logdir = $PostgreSQL::Test::Utils::log_path // File::Spec->tmpdir;
-	my $log = sprintf('%s/peer_%s_%d_%d.log', $logdir, $client, $$, ++$seq);
-	open my $err, '>>', $log or croak "LockPeer: $log: $!";
-	my ($in, $out) = (IO::Handle->new, IO::Handle->new);
-	my $pid = IPC::Open3::open3($in, $out, '>&' . fileno($err), @cmd);
-	close $err;
-	$in->autoflush(1);
-	my $self = bless {
-		client => $client, pid => $pid, in => $in, out => $out, buf => '',
-		results => {}, log => $log, timeout => $opt{timeout} // 60, n => 0,
-	}, $class;
+	my $self = $class->spawn("LockPeer $client", "peer_$client", $opt{timeout} // 60,
+		_command($client), (map { "url=$_" } @urls), @{ $opt{options} // [] });
+	$self->{client} = $client;
+	$self->{n} = 0;
 	my $line = $self->_line($self->{timeout});
-	croak "LockPeer $client: no ready line in $self->{timeout} s (see $log)" unless defined $line;
-	croak "LockPeer $client: bad ready line '$line' (see $log)" unless $line =~ /^ready \Q$client\E (\S+)/;
+	croak "LockPeer $client: no ready line in $self->{timeout} s (see $self->{log})" unless defined $line;
+	croak "LockPeer $client: bad ready line '$line' (see $self->{log})" unless $line =~ /^ready \Q$client\E (\S+)/;
 	$self->{version} = $1;
 	return $self;
 }
 
 sub client  { $_[0]{client} }
 sub version { $_[0]{version} }
-sub pid     { $_[0]{pid} }
-sub logfile { $_[0]{log} }
 
-sub _log_tail
+# An op's answer: "<tag> ok|err [<value>]".
+sub _result_line
 {
-	my ($self) = @_;
-	open my $fh, '<', $self->{log} or return '';
-	my @l = <$fh>;
-	my $tail = join('', @l > 5 ? @l[-5 .. -1] : @l);
-	return $tail eq '' ? '' : ": $tail";
-}
-
-# The next line that is not an op's answer, within $t seconds (undef on
-# timeout); answers are kept for poll/result.  With $want_answer, returns 1
-# after the first answer read.
-sub _line
-{
-	my ($self, $t, $want_answer) = @_;
-	my $deadline = time() + $t;
-	while (1)
-	{
-		while ((my $nl = index($self->{buf}, "\n")) >= 0)
-		{
-			my $line = substr($self->{buf}, 0, $nl);
-			substr($self->{buf}, 0, $nl + 1) = '';
-			if ($line =~ /^(\S+) (ok|err)(?: (.*))?$/ && $1 ne 'ready')
-			{
-				$self->{results}{$1} = [ $2, $3 // '' ];
-				return 1 if $want_answer;
-				next;
-			}
-			return $line;
-		}
-		my $left = $deadline - time();
-		my $sel = IO::Select->new($self->{out});
-		if (!$sel->can_read($left > 0 ? $left : 0))
-		{
-			return undef if $left <= 0;
-			next;
-		}
-		my $n = sysread($self->{out}, $self->{buf}, 65536, length $self->{buf});
-		croak "LockPeer $self->{client}: the driver ended (see $self->{log})" . $self->_log_tail
-		  unless $n;
-	}
+	my ($self, $line) = @_;
+	return () unless $line =~ /^(\S+) (ok|err)(?: (.*))?$/ && $1 ne 'ready';
+	return ($1, $2, $3 // '');
 }
 
 sub start
 {
 	my ($self, $tag, $op, @args) = @_;
-	croak 'LockPeer: the driver is gone' unless $self->{pid};
 	croak "LockPeer: bad tag or argument in '$tag $op @args'" if grep { !defined || /\s/ || $_ eq '' } $tag, $op, @args;
 	delete $self->{results}{$tag};
-	# a driver that died is reported by the write's error, not by SIGPIPE
-	# ending the test
-	local $SIG{PIPE} = 'IGNORE';
-	print { $self->{in} } join(' ', $tag, $op, @args), "\n"
-	  or croak "LockPeer $self->{client}: write to the driver: $!" . $self->_log_tail;
+	$self->send_line(join(' ', $tag, $op, @args));
 	return;
-}
-
-sub poll
-{
-	my ($self, $tag) = @_;
-	while (!exists $self->{results}{$tag})
-	{
-		last unless defined $self->_line(0, 1);
-	}
-	return $self->{results}{$tag};
-}
-
-sub result
-{
-	my ($self, $tag, $t) = @_;
-	my $deadline = time() + $t;
-	while (!exists $self->{results}{$tag})
-	{
-		my $left = $deadline - time();
-		last if $left <= 0;
-		$self->_line($left, 1);
-	}
-	my $r = delete $self->{results}{$tag} or return ();
-	return @$r;
-}
-
-sub next_result
-{
-	my ($self, $tags, $t) = @_;
-	my $deadline = time() + $t;
-	while (1)
-	{
-		for my $tag (@$tags)
-		{
-			return $tag if exists $self->{results}{$tag};
-		}
-		my $left = $deadline - time();
-		return undef if $left <= 0;
-		$self->_line($left, 1);
-	}
 }
 
 sub try_run
@@ -362,38 +241,6 @@ sub versions
 	return defined $v ? $v : "$self->{client}=$self->{version}";
 }
 
-sub kill
-{
-	my ($self) = @_;
-	return unless $self->{pid};
-	CORE::kill('KILL', $self->{pid});
-	waitpid($self->{pid}, 0);
-	$self->{pid} = undef;
-}
-
-sub quit
-{
-	my ($self) = @_;
-	return unless $self->{pid};
-	local $SIG{PIPE} = 'IGNORE';
-	eval {
-		print { $self->{in} } "_q quit\n";
-		close $self->{in};
-	};
-	my $deadline = time() + 10;
-	while (time() < $deadline)
-	{
-		if (waitpid($self->{pid}, POSIX::WNOHANG()) != 0) { $self->{pid} = undef; return; }
-		select(undef, undef, undef, 0.05);
-	}
-	$self->kill;
-}
-
-sub DESTROY
-{
-	my ($self) = @_;
-	local ($@, $?);
-	$self->quit if $self->{pid};
-}
+sub quit { $_[0]->quit_with('_q quit', 10) }
 
 1;

@@ -103,15 +103,11 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
-use Digest::SHA ();
 use File::Basename qw(dirname);
 use File::Spec;
-use IO::Handle;
-use IO::Select;
-use IPC::Open3 ();
-use POSIX ();
-use Symbol qw(gensym);
-use Time::HiRes qw(time);
+use RedisLockTest::Driver;
+
+our @ISA = ('RedisLockTest::Driver');
 
 our @VERSIONS = qw(3.12.5 3.16.1 3.21.3 3.31.0 3.43.0 3.52.0 4.3.1 4.7.0);
 
@@ -129,7 +125,6 @@ sub versions
 }
 
 my $SRC = File::Spec->rel2abs(dirname(__FILE__) . '/../redisson-java');
-my $seq = 0;
 
 sub cache_dir
 {
@@ -137,32 +132,11 @@ sub cache_dir
 	  // (($ENV{XDG_CACHE_HOME} // "$ENV{HOME}/.cache") . '/redislock-redisson');
 }
 
-# build.sh's stamp: the sha256 of every source's name and text, in byte order.
+# build.sh's stamp: pom.xml and the Java sources.
 sub source_stamp
 {
-	my @files = ('pom.xml');
-	my @dirs  = ("$SRC/src");
-	while (my $d = shift @dirs)
-	{
-		opendir(my $dh, $d) or croak "RealRedisson: $d: $!";
-		for my $e (readdir $dh)
-		{
-			next if $e =~ /^\.\.?$/;
-			my $p = "$d/$e";
-			if (-d $p) { push @dirs, $p; }
-			elsif ($e =~ /\.java$/) { push @files, substr($p, length($SRC) + 1); }
-		}
-		closedir $dh;
-	}
-	my $sha = Digest::SHA->new(256);
-	for my $f (sort @files)
-	{
-		open my $fh, '<:raw', "$SRC/$f" or croak "RealRedisson: $SRC/$f: $!";
-		local $/;
-		my $text = <$fh>;
-		$sha->add("$f\n", $text);
-	}
-	return $sha->hexdigest;
+	return RedisLockTest::Driver::source_stamp($SRC,
+		sub { $_[0] eq 'pom.xml' || $_[0] =~ m{^src/.*\.java$} });
 }
 
 # A version's driver lives in a directory of its own per source stamp, so
@@ -180,13 +154,8 @@ sub check_build
 	my $dir = driver_dir($v);
 	my $how = 'run: bash test/redisson-java/build.sh'
 	  . (defined $ENV{REDISLOCK_REDISSON_CACHE} ? " (REDISLOCK_REDISSON_CACHE=$ENV{REDISLOCK_REDISSON_CACHE})" : '');
-	return "no driver for Redisson $v in $dir ($how)" unless -f "$dir/redisson-driver.jar" && -f "$dir/stamp";
-	open my $fh, '<', "$dir/stamp" or return "$dir/stamp: $!";
-	my $stamp = <$fh>;
-	chomp $stamp;
-	return "the driver for Redisson $v in $dir is built from other sources ($how)"
-	  unless $stamp eq source_stamp();
-	return undef;
+	return "no driver for Redisson $v in $dir ($how)" unless -f "$dir/redisson-driver.jar";
+	return RedisLockTest::Driver::stale_build($dir, source_stamp(), "driver for Redisson $v", $how);
 }
 
 # The versions a test runs, each with its driver built: a version whose
@@ -234,22 +203,12 @@ sub new
 	push @options, 'minIdle=2' unless grep { /^minIdle=/ } @options;
 	push @connect, @options;
 
-	my $logdir = $PostgreSQL::Test::Utils::log_path // File::Spec->tmpdir;
-	my $log = sprintf('%s/redisson_%s_%d_%d.log', $logdir, $v, $$, ++$seq);
-	open my $err, '>>', $log or croak "RealRedisson: $log: $!";
-	my ($in, $out) = (IO::Handle->new, IO::Handle->new);
-	my $java = $ENV{REDISLOCK_JAVA} // 'java';
-	my $pid = IPC::Open3::open3($in, $out, '>&' . fileno($err),
-		$java, @ADD_OPENS, '-Xss512k', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
+	my $self = $class->spawn("RealRedisson $v", "redisson_$v", $opt{timeout} // 120,
+		$ENV{REDISLOCK_JAVA} // 'java', @ADD_OPENS, '-Xss512k', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
 		'-Dorg.slf4j.simpleLogger.defaultLogLevel=' . ($opt{log_level} // 'warn'),
 		'-Dorg.slf4j.simpleLogger.showDateTime=true',
 		'-cp', "$dir/redisson-driver.jar:$dir/lib/*", 'redislock.test.Driver');
-	close $err;
-	$in->autoflush(1);
-	my $self = bless {
-		version => $v, pid => $pid, in => $in, out => $out, buf => '',
-		results => {}, log => $log, timeout => $opt{timeout} // 120,
-	}, $class;
+	$self->{version} = $v;
 	$self->{id} = $self->_call('connect', @connect);
 	return $self;
 }
@@ -287,8 +246,6 @@ sub write_interop
 
 sub version    { $_[0]{version} }
 sub id         { $_[0]{id} }
-sub pid        { $_[0]{pid} }
-sub logfile    { $_[0]{log} }
 
 sub enc
 {
@@ -310,43 +267,15 @@ sub dec
 sub _send
 {
 	my ($self, @w) = @_;
-	croak 'RealRedisson: the driver is gone' unless $self->{pid};
-	print { $self->{in} } join(' ', map { enc($_) } @w), "\n"
-	  or croak "RealRedisson: write to the driver: $!";
+	$self->send_line(join(' ', map { enc($_) } @w));
 }
 
-# The next line that is not an asynchronous result, within $t seconds
-# (undef on timeout); result lines are kept for poll/result.
-sub _line
+# An operation's asynchronous result: "result <tag> ok|err <value>".
+sub _result_line
 {
-	my ($self, $t, $want_result) = @_;
-	my $deadline = time() + $t;
-	while (1)
-	{
-		while ((my $nl = index($self->{buf}, "\n")) >= 0)
-		{
-			my $line = substr($self->{buf}, 0, $nl);
-			substr($self->{buf}, 0, $nl + 1) = '';
-			if ($line =~ /^result (\S+) (ok|err) ?(.*)$/)
-			{
-				$self->{results}{ dec($1) } = [ $2, $3 ];
-				return 1 if $want_result;
-				next;
-			}
-			return $line;
-		}
-		# with no time left, still take what the driver has already written
-		# (poll's zero timeout would otherwise never read anything)
-		my $left = $deadline - time();
-		my $sel = IO::Select->new($self->{out});
-		if (!$sel->can_read($left > 0 ? $left : 0))
-		{
-			return undef if $left <= 0;
-			next;
-		}
-		my $n = sysread($self->{out}, $self->{buf}, 65536, length $self->{buf});
-		croak "RealRedisson $self->{version}: the driver ended (see $self->{log})" unless $n;
-	}
+	my ($self, $line) = @_;
+	return () unless $line =~ /^result (\S+) (ok|err) ?(.*)$/;
+	return (dec($1), $2, dec($3));
 }
 
 sub _call
@@ -388,49 +317,6 @@ sub start
 	return;
 }
 
-sub poll
-{
-	my ($self, $tag) = @_;
-	while (!exists $self->{results}{$tag})
-	{
-		last unless defined $self->_line(0, 1);
-	}
-	my $r = $self->{results}{$tag} or return undef;
-	return [ $r->[0], dec($r->[1]) ];
-}
-
-sub result
-{
-	my ($self, $tag, $t) = @_;
-	my $deadline = time() + $t;
-	while (!exists $self->{results}{$tag})
-	{
-		my $left = $deadline - time();
-		last if $left <= 0;
-		$self->_line($left, 1);
-	}
-	my $r = delete $self->{results}{$tag} or return ();
-	return ($r->[0], dec($r->[1]));
-}
-
-# The first of the tags whose result is in, within $t seconds (undef on
-# timeout); its result stays for poll/result.
-sub next_result
-{
-	my ($self, $tags, $t) = @_;
-	my $deadline = time() + $t;
-	while (1)
-	{
-		for my $tag (@$tags)
-		{
-			return $tag if exists $self->{results}{$tag};
-		}
-		my $left = $deadline - time();
-		return undef if $left <= 0;
-		$self->_line($left, 1);
-	}
-}
-
 sub cancel
 {
 	my ($self, $tag) = @_;
@@ -443,34 +329,6 @@ sub owner
 	return $self->run($thread, 'owner');
 }
 
-sub kill
-{
-	my ($self) = @_;
-	return unless $self->{pid};
-	CORE::kill('KILL', $self->{pid});
-	waitpid($self->{pid}, 0);
-	$self->{pid} = undef;
-}
-
-sub quit
-{
-	my ($self) = @_;
-	return unless $self->{pid};
-	eval { $self->_send('quit'); close $self->{in}; };
-	my $deadline = time() + 20;
-	while (time() < $deadline)
-	{
-		if (waitpid($self->{pid}, POSIX::WNOHANG()) != 0) { $self->{pid} = undef; return; }
-		select(undef, undef, undef, 0.05);
-	}
-	$self->kill;
-}
-
-sub DESTROY
-{
-	my ($self) = @_;
-	local ($@, $?);
-	$self->quit if $self->{pid};
-}
+sub quit { $_[0]->quit_with('quit', 20) }
 
 1;
