@@ -83,7 +83,7 @@ for my $sig (qw(INT TERM HUP))
 }
 
 use Exporter qw(import);
-our @EXPORT = qw(until_ok waits_ok told_like slurp no_crash_ok lock_stats sql_literal counter_run
+our @EXPORT = qw(until_ok waits_ok told_like slurp no_crash_ok lock_stats sql_literal sqlf counter_run
   first_done_ok fair_queue fair_queue_len fair_timeout_count redis_cmd);
 
 # Bound for things that should happen "at once", in seconds; a test may raise it.
@@ -491,6 +491,15 @@ sub sql_literal
 	$s =~ s/'/\\'/g;
 	$s =~ s/\n/\\n/g;
 	return "E'$s'";
+}
+
+# $fmt with every %s replaced by $name: one row of a table of SQL calls
+# (a multi-lock's row names its lock more than once).
+sub sqlf
+{
+	my ($fmt, $name) = @_;
+	my $n = () = $fmt =~ /%s/g;
+	return sprintf($fmt, ($name) x $n);
 }
 
 sub counter_run

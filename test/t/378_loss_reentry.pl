@@ -121,13 +121,6 @@ my @catalog = split /\n/, $obs->query(q{SELECT string_agg(p.proname, E'\n' ORDER
 ok(@catalog > 0, 'the catalog lists acquiring functions');
 ok(exists $F{$_}, "the table has $_") for @catalog;
 
-sub sqlf
-{
-	my ($fmt, $name) = @_;
-	my $n = () = $fmt =~ /%s/g;
-	return sprintf($fmt, ($name) x $n);
-}
-
 # Deletes what Redis keeps of a pool, as a failover to an empty replica would.
 sub lose_pool
 {

@@ -30,13 +30,6 @@ my %K = (
 	permit    => { take => "SELECT redis_permit_acquire('%s')", pool => 'permit' },
 );
 
-sub sqlf
-{
-	my ($fmt, $name) = @_;
-	my $n = () = $fmt =~ /%s/g;
-	return sprintf($fmt, ($name) x $n);
-}
-
 sub state_of
 {
 	my ($obs, $s, $name) = @_;

@@ -40,13 +40,6 @@ my $OTHER = 'other-client-token';
 my @stopped;
 END { kill 'CONT', @stopped if @stopped; }
 
-sub sqlf
-{
-	my ($fmt, $name) = @_;
-	my $n = () = $fmt =~ /%s/g;
-	return sprintf($fmt, ($name) x $n);
-}
-
 sub state_of
 {
 	my ($obs, $a, $name) = @_;
