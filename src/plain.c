@@ -18,9 +18,9 @@
  *   client's release and every expiry;
  * - Spring Integration's "<registry>-channel:<name>" for names of the
  *   registries named in redislock.spring_registries.
- * With Redlock a waiter hears SQL releases only; on a Redis Cluster, SQL
- * releases and the key's node's keyspace notifications (Spring's channel
- * is not heard there).
+ * With Redlock a waiter hears SQL releases only; on a Redis Cluster all
+ * three (the keyspace channel at the key's node, Spring's classic channel
+ * beside it: route.c).
  * Without keyspace notifications the wait also polls, with a jittered
  * back-off of at most RL_PLAIN_POLL_MAX_MS between tries, as redsync and
  * redis-py poll; a lease that ends is waited for to its end anyway. With
@@ -193,9 +193,7 @@ rl_plain_wake_channels(const char *name, const char ***out, int *poll_ms)
 	channels[n++] = plain_channel_key(name);
 	if (notified)
 		channels[n++] = psprintf("__keyspace@%d__:%s", rl_keyspace_db(), name);
-	/* Spring's channels are not sharded: on a cluster, not heard here */
-	if (rl_mode() != RL_MODE_CLUSTER)
-		n += spring_channels(name, channels + n, RL_PLAIN_MAX_REGISTRIES);
+	n += spring_channels(name, channels + n, RL_PLAIN_MAX_REGISTRIES);
 	*out = channels;
 	*poll_ms = notified ? NOTIFY_RECHECK_MS : RL_PLAIN_POLL_MAX_MS;
 	return n;

@@ -19,7 +19,8 @@
 #     Integration's unlock channel both ways, force release; a waiter
 #     cancelled or timed out; a deadlock between plain locks;
 #   - Redlock over 3 masters (restore after an empty restart) and a Redis
-#     Cluster of 3 masters.
+#     Cluster of 3 masters (waiters woken by a SQL release, a DEL with and
+#     without keyspace notifications, Spring's unlock).
 # Wake latencies are printed (diag), never asserted.
 # Takes about 25 s (PostgreSQL 15, 2 cores; a 3-master cluster, 3 Redlock
 # masters and one more redis-server among it).
@@ -863,6 +864,26 @@ $node->stop;
 		is($y->query("SELECT redis_lock_release('pc:w')"), 't', "cluster notified: Y releases ($what)");
 	}
 	$_->cli('CONFIG', 'SET', 'notify-keyspace-events', '') for $cl->nodes;
+
+	# Spring's unlock channel, published classically (a cluster broadcasts
+	# it): the waiter listens there too, and wakes on Spring's unlock
+	$y->query("SET redislock.spring_registries = 'myReg'");
+	my $sc = 'myReg-channel:myReg:cw';
+	$cl->cli_for_key('myReg:cw', 'SET', 'myReg:cw', 'spring-holder', 'PX', 600_000);
+	$y->start("SELECT redis_lock_acquire('myReg:cw', '60 s', '1 min', layout => 'plain')");
+	waits_ok($y, 'cluster spring: Y waits for myReg:cw, which Spring holds');
+	until_ok("cluster spring: Y listens on $sc", sub {
+		my $n = 0;
+		$n += ($_->cli('PUBSUB', 'NUMSUB', $sc))[1] for $cl->nodes;
+		$n >= 1 });
+	$t0 = time();
+	$cl->cli_for_key('myReg:cw', 'EVAL', "redis.call('del', KEYS[1]); return redis.call('publish', ARGV[1], KEYS[1])",
+		1, 'myReg:cw', $sc);
+	($v) = $y->finish($T);
+	is($v, 't', "cluster spring: Y gets myReg:cw after Spring's unlock (DEL + PUBLISH $sc)");
+	diag("wake latency, cluster Spring unlock, no notifications: " . int((time() - $t0) * 1000) . ' ms');
+	is($y->query("SELECT redis_lock_release('myReg:cw')"), 't', 'cluster spring: Y releases');
+	$y->query('RESET redislock.spring_registries');
 	$y->close;
 	no_crash_ok($cn, 'cluster');
 	$x->close;
