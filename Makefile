@@ -17,6 +17,7 @@
 
 MODULE_big = redislock
 OBJS = \
+	src/channel.o \
 	src/cleanup.o \
 	src/config.o \
 	src/conn.o \

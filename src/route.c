@@ -24,6 +24,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "channel.h"
 #include "compat.h"
 #include "redislock.h"
 #include "route.h"
@@ -793,52 +794,14 @@ rl_same_slot(int n, const char *const *keys)
 }
 
 /*
- * The lock name in Spring Integration's unlock channel
- * "<registry>-channel:<registry>:<key>" (see plain.c), or NULL if channel
- * is not one.
- */
-static const char *
-spring_channel_name(const char *channel)
-{
-	const char *sep = strstr(channel, "-channel:");
-	size_t		reg;
-
-	if (sep == NULL || sep == channel)
-		return NULL;
-	reg = sep - channel;
-	sep += 9;
-	if (strncmp(sep, channel, reg) != 0 || sep[reg] != ':')
-		return NULL;
-	return sep;
-}
-
-/*
- * Where a channel is heard on a cluster: *key gets what routes it and
- * *sharded whether it is a sharded subscription. Keyspace notifications
- * ("__keyspace@<db>__:<key>") are published by the node of the key alone,
- * never sharded. Spring's unlock channel is published classically, which a
- * cluster broadcasts: heard on any node, it goes with the lock's name, to
- * share a subscription with the name's keyspace channel. redislock's own
- * channels follow redislock.cluster_pubsub.
+ * Where a channel is heard on a cluster (channel.c): *key gets what routes
+ * it and *sharded whether it is a sharded subscription.
  */
 static void
 channel_route(const char *channel, const char **key, bool *sharded)
 {
-	const char *sep = strstr(channel, "__:");
-	const char *spring;
-
-	*key = channel;
-	*sharded = strcmp(rl_publish_command(), "spublish") == 0;
-	if (strncmp(channel, "__keyspace@", 11) == 0 && sep != NULL)
-	{
-		*key = sep + 3;
-		*sharded = false;
-	}
-	else if ((spring = spring_channel_name(channel)) != NULL)
-	{
-		*key = spring;
-		*sharded = false;
-	}
+	rl_channel_route(channel, strcmp(rl_publish_command(), "spublish") == 0,
+					 key, sharded);
 }
 
 /*
